@@ -1,0 +1,1 @@
+"""Built-in problems; importing this package registers them."""

@@ -1,0 +1,68 @@
+"""Flags shared by every t2t-* tool, with tensor2tensor's names.
+
+Each tool imports this module (which defines the flags once) and calls
+`prepare()` at the top of its `main`, so `--t2t_usr_dir` and `--registry_help`
+behave the same everywhere. A bad value stops the tool before any work with a
+message that names the flag.
+"""
+
+import sys
+
+from absl import app, flags
+
+from t2t_lite import registry
+from t2t_lite.hparam import HParamsError
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("t2t_usr_dir", "", "Path to a Python package whose imports register more problems, hparams sets or models.")
+flags.DEFINE_bool("registry_help", False, "Print every registered problem, hparams set and model, then exit.")
+flags.DEFINE_string("problem", None, "Registered problem name (add '_rev' for the reverse direction).")
+flags.DEFINE_string("model", "transformer", "Registered model name.")
+flags.DEFINE_string("hparams_set", None, "Registered hparams set, e.g. transformer_base.")
+flags.DEFINE_string("hparams", "", 'Comma-separated overrides of the hparams set, e.g. "num_heads=16,layer_prepostprocess_dropout=0.3".')
+flags.DEFINE_string("data_dir", None, "Directory of the generated TFRecord files and vocabulary.")
+flags.DEFINE_string("tmp_dir", None, "Directory for raw downloaded or user-supplied data.")
+flags.DEFINE_string("output_dir", None, "Directory of the model's checkpoints and hparams.json.")
+
+
+class UsageError(app.UsageError):
+    """A flag value that cannot work; absl prints it with the tool's usage and exits 1."""
+
+
+def prepare() -> None:
+    """Imports --t2t_usr_dir and answers --registry_help; call first in every tool's main."""
+    try:
+        registry.import_usr_dir(FLAGS.t2t_usr_dir)
+    except (FileNotFoundError, ImportError) as error:
+        raise UsageError(str(error)) from None
+    if FLAGS.registry_help:
+        print(registry.help_string())
+        sys.exit(0)
+
+
+def require(*names: str) -> None:
+    """Stops with a message naming every required flag that is missing."""
+    missing = [f"--{name}" for name in names if not getattr(FLAGS, name)]
+    if missing:
+        raise UsageError(f"Missing required flag(s): {', '.join(missing)}.")
+
+
+def hparams_from_flags():
+    """--hparams_set plus --hparams, with errors that name the flag."""
+    try:
+        hparams = registry.hparams(FLAGS.hparams_set)
+    except registry.RegistryError as error:
+        raise UsageError(f"--hparams_set: {error}") from None
+    try:
+        return hparams.override(FLAGS.hparams)
+    except HParamsError as error:
+        raise UsageError(f"--hparams: {error}") from None
+
+
+def problem_from_flags():
+    """--problem as a Problem instance, with an error that names the flag."""
+    try:
+        return registry.problem(FLAGS.problem)
+    except registry.RegistryError as error:
+        raise UsageError(f"--problem: {error}") from None

@@ -1,0 +1,201 @@
+"""HParams: the one configuration object that every part of t2t_lite reads.
+
+A frozen dataclass with tensor2tensor's field names, so a tensor2tensor user's
+`--hparams "num_heads=16,layer_prepostprocess_dropout=0.3"` means the same here.
+Named sets (`transformer_base`, ...) live in `hparams/` and are registered with
+`t2t_lite.registry.register_hparams`; they derive from each other with
+`dataclasses.replace`, never by mutating a parent.
+
+    hp = registry.hparams("transformer_base").override("num_heads=16")
+    hp.num_heads            # 16
+    HParams.from_json(hp.to_json()) == hp
+"""
+
+import dataclasses
+import difflib
+import json
+import typing
+
+POSITION_ENCODINGS = ("timing", "emb")
+NORM_POSITIONS = ("post", "pre")
+ACTIVATION_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class HParamsError(ValueError):
+    """An unknown hyperparameter name or a value that cannot be parsed or is out of range."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HParams:
+    """Hyperparameters of the Transformer, its training and its decoding.
+
+    Defaults are the paper's base model (Vaswani et al. 2017, Table 3 "base");
+    `hparams/transformer.py` names the sets that users select with `--hparams_set`.
+    """
+
+    # --- Architecture (§3) ---
+    hidden_size: int = 512  # d_model: width of embeddings and every sub-layer output.
+    filter_size: int = 2048  # d_ff: inner width of the position-wise feed-forward network (eq. 2).
+    num_heads: int = 8  # h: parallel attention heads (§3.2.2).
+    num_hidden_layers: int = 6  # N: layers in each stack, unless the two below are set.
+    num_encoder_layers: int = 0  # Encoder layers; 0 = num_hidden_layers.
+    num_decoder_layers: int = 0  # Decoder layers; 0 = num_hidden_layers.
+    attention_key_channels: int = 0  # h·d_k, total query/key width; 0 = hidden_size.
+    attention_value_channels: int = 0  # h·d_v, total value width; 0 = hidden_size.
+    pos: str = "timing"  # Positions: "timing" sinusoids (§3.5) or "emb" learned (Table 3 row E).
+    norm_position: str = "post"  # LayerNorm after each residual ("post", the paper) or before ("pre").
+    layer_norm_epsilon: float = 1e-6  # Epsilon of every LayerNorm (tensor2tensor's value).
+    shared_embedding_and_softmax_weights: bool = True  # One matrix for source, target and pre-softmax (§3.4).
+
+    # --- Regularization (§5.4) ---
+    layer_prepostprocess_dropout: float = 0.1  # P_drop on sub-layer outputs and embedding+position sums.
+    attention_dropout: float = 0.0  # Dropout on attention weights (not used by the paper's base).
+    relu_dropout: float = 0.0  # Dropout inside the feed-forward network (not used by the paper's base).
+    label_smoothing: float = 0.1  # ε_ls of the smoothed cross-entropy.
+
+    # --- Optimizer and schedule (§5.3) ---
+    learning_rate: float = 1.0  # Multiplier on eq. 3; 1.0 is the paper's schedule exactly.
+    learning_rate_warmup_steps: int = 4000  # warmup_steps of eq. 3.
+    optimizer_adam_beta1: float = 0.9  # Adam β1.
+    optimizer_adam_beta2: float = 0.98  # Adam β2.
+    optimizer_adam_epsilon: float = 1e-9  # Adam ε.
+    clip_grad_norm: float = 0.0  # Global-norm gradient clipping; 0 = off (the paper does not clip).
+
+    # --- Batching (§5.1) ---
+    batch_size: int = 4096  # Tokens in one micro-batch per replica (padded longer side, as tensor2tensor).
+    tokens_per_step: int = 25000  # Target tokens per optimizer step, reached by gradient accumulation; 0 = one micro-batch.
+    max_length: int = 256  # Longest example kept for training, in subword tokens; 0 = no limit.
+    min_length_bucket: int = 8  # Upper bound of the shortest length bucket.
+    length_bucket_step: float = 1.1  # Each bucket boundary is this factor above the previous one.
+
+    # --- Speed switches ---
+    activation_dtype: str = "float32"  # Compute dtype: "float32", "bfloat16" or "float16" (loss-scaled).
+    xla_compile: bool = False  # Compile the training step with XLA.
+
+    # --- Decoding defaults (§6.1); a problem or --decode_hparams may override them ---
+    beam_size: int = 4  # Beam width; 1 = greedy.
+    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
+    extra_length: int = 50  # Maximum output length = input length + extra_length.
+
+    def __post_init__(self):
+        self._check_ranges()
+
+    # -- Derived values, so no caller recomputes them --------------------------------
+    @property
+    def encoder_layers(self) -> int:
+        return self.num_encoder_layers or self.num_hidden_layers
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.num_decoder_layers or self.num_hidden_layers
+
+    @property
+    def key_channels(self) -> int:
+        return self.attention_key_channels or self.hidden_size
+
+    @property
+    def value_channels(self) -> int:
+        return self.attention_value_channels or self.hidden_size
+
+    # -- Overrides --------------------------------------------------------------------
+    @classmethod
+    def names(cls) -> list:
+        return [field.name for field in dataclasses.fields(cls)]
+
+    def override(self, overrides: str) -> "HParams":
+        """Returns a copy with `"name=value,name=value"` applied (tensor2tensor's syntax)."""
+        changes = {}
+        for item in _split_overrides(overrides):
+            if "=" not in item:
+                raise HParamsError(
+                    f"hparams override {item!r} is not of the form name=value "
+                    f"(e.g. --hparams \"num_heads=16,layer_prepostprocess_dropout=0.3\")."
+                )
+            name, text = (part.strip() for part in item.split("=", 1))
+            changes[name] = self._parse_value(name, text)
+        return self.replace(**changes)
+
+    def replace(self, **changes) -> "HParams":
+        """Returns a copy with the given fields changed; unknown names raise HParamsError."""
+        for name in changes:
+            self._check_name(name)
+        return dataclasses.replace(self, **changes)
+
+    def values(self) -> dict:
+        return dataclasses.asdict(self)
+
+    # -- Serialization, so a model's settings live beside its checkpoints -------------
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.values(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HParams":
+        values = json.loads(text)
+        for name in values:
+            cls._check_name(name)
+        return cls(**values)
+
+    # -- Validation -------------------------------------------------------------------
+    @classmethod
+    def _check_name(cls, name: str) -> None:
+        if name not in cls.names():
+            close = difflib.get_close_matches(name, cls.names(), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise HParamsError(
+                f"Unknown hparam {name!r}.{hint} Valid names: {', '.join(sorted(cls.names()))}."
+            )
+
+    @classmethod
+    def _parse_value(cls, name: str, text: str):
+        cls._check_name(name)
+        kind = typing.get_type_hints(cls)[name]
+        try:
+            if kind is bool:
+                lowered = text.lower()
+                if lowered not in ("true", "false", "1", "0"):
+                    raise ValueError(text)
+                return lowered in ("true", "1")
+            if kind is int:
+                number = float(text)  # accepts "4e3" as tensor2tensor users write it
+                if number != int(number):
+                    raise ValueError(text)
+                return int(number)
+            return kind(text)
+        except ValueError:
+            raise HParamsError(
+                f"hparam {name}={text!r}: expected a {kind.__name__}. "
+                f"Valid names: {', '.join(sorted(cls.names()))}."
+            ) from None
+
+    def _check_ranges(self) -> None:
+        def fail(name, what):
+            raise HParamsError(f"hparam {name}={getattr(self, name)!r}: {what}.")
+
+        for name in ("hidden_size", "filter_size", "num_heads", "num_hidden_layers", "batch_size"):
+            if getattr(self, name) <= 0:
+                fail(name, "must be positive")
+        for name in ("attention_key_channels", "attention_value_channels", "num_encoder_layers",
+                     "num_decoder_layers", "tokens_per_step", "max_length", "learning_rate_warmup_steps",
+                     "extra_length"):
+            if getattr(self, name) < 0:
+                fail(name, "must be zero or positive")
+        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                fail(name, "must be in [0, 1)")
+        for name in ("key_channels", "value_channels"):
+            if getattr(self, name) % self.num_heads:
+                fail("attention_" + name, f"must be divisible by num_heads={self.num_heads}")
+        if self.pos not in POSITION_ENCODINGS:
+            fail("pos", f"must be one of {POSITION_ENCODINGS}")
+        if self.norm_position not in NORM_POSITIONS:
+            fail("norm_position", f"must be one of {NORM_POSITIONS}")
+        if self.activation_dtype not in ACTIVATION_DTYPES:
+            fail("activation_dtype", f"must be one of {ACTIVATION_DTYPES}")
+        if self.beam_size < 1:
+            fail("beam_size", "must be at least 1")
+        if self.length_bucket_step <= 1.0:
+            fail("length_bucket_step", "must be greater than 1")
+
+
+def _split_overrides(overrides: str) -> list:
+    return [item.strip() for item in (overrides or "").split(",") if item.strip()]

@@ -1,0 +1,1 @@
+"""Placeholder; the model lands in this session."""

@@ -1,0 +1,150 @@
+"""The registry: problems, hparam sets and models by name, as tensor2tensor's.
+
+    @registry.register_hparams
+    def transformer_base(): return HParams(...)
+
+    @registry.register_problem
+    class TranslateEnde(Problem): ...        # registered as "translate_ende"
+
+    registry.problem("translate_ende_rev")    # the reversed direction, tensor2tensor's `_rev`
+    registry.hparams("transformer_base")
+    registry.model("transformer")
+
+The built-in problems and hparam sets register themselves when `t2t_lite.problems`
+and `t2t_lite.hparams` are imported; the look-ups here import them on first use.
+`import_usr_dir` imports a user's package whose decorators register more
+(`--t2t_usr_dir`).
+"""
+
+import difflib
+import importlib
+import os
+import re
+import sys
+
+_PROBLEMS = {}
+_HPARAMS = {}
+_MODELS = {}
+
+REVERSE_SUFFIX = "_rev"
+
+
+class RegistryError(KeyError):
+    """A name that is not registered, or registered twice."""
+
+    def __str__(self):  # KeyError would quote the whole message.
+        return self.args[0]
+
+
+def default_name(obj) -> str:
+    """CamelCase class names become snake_case, as tensor2tensor names problems."""
+    name = obj.__name__
+    name = re.sub(r"(.)([A-Z][a-z0-9]+)", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def _register(table, kind, obj, name):
+    name = name or default_name(obj)
+    if name in table:
+        raise RegistryError(f"{kind} {name!r} is already registered (by {table[name]!r}).")
+    table[name] = obj
+    return obj
+
+
+def _decorator(table, kind):
+    def register(obj=None, name=None):
+        if obj is None:  # used as @register(name="...")
+            return lambda inner: _register(table, kind, inner, name)
+        if isinstance(obj, str):  # used as @register("name")
+            return lambda inner: _register(table, kind, inner, obj)
+        return _register(table, kind, obj, name)
+
+    return register
+
+
+register_problem = _decorator(_PROBLEMS, "Problem")
+register_hparams = _decorator(_HPARAMS, "Hparams set")
+register_model = _decorator(_MODELS, "Model")
+
+
+def _load_builtins():
+    # Imported here, not at module top, because the built-ins import this module.
+    importlib.import_module("t2t_lite.hparams")
+    importlib.import_module("t2t_lite.problems")
+    importlib.import_module("t2t_lite.models")
+
+
+def _lookup(table, kind, name, list_flag):
+    _load_builtins()
+    if name in table:
+        return table[name]
+    close = difflib.get_close_matches(name, list(table), n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise RegistryError(
+        f"Unknown {kind} {name!r}.{hint} Run with --registry_help to list them all "
+        f"({list_flag}: {', '.join(sorted(table)) or 'none registered'})."
+    )
+
+
+def problem(name: str):
+    """Returns an instance of the registered problem; `name_rev` is the reversed direction."""
+    if name.endswith(REVERSE_SUFFIX) and name not in _PROBLEMS:
+        base = _lookup(_PROBLEMS, "problem", name[: -len(REVERSE_SUFFIX)], "problems")
+        return base(was_reversed=True)
+    return _lookup(_PROBLEMS, "problem", name, "problems")()
+
+
+def hparams(name: str):
+    """Returns the HParams of the registered set."""
+    return _lookup(_HPARAMS, "hparams set", name, "hparams sets")()
+
+
+def model(name: str):
+    """Returns the registered model class."""
+    return _lookup(_MODELS, "model", name, "models")
+
+
+def list_problems() -> list:
+    _load_builtins()
+    return sorted(_PROBLEMS)
+
+
+def list_hparams() -> list:
+    _load_builtins()
+    return sorted(_HPARAMS)
+
+
+def list_models() -> list:
+    _load_builtins()
+    return sorted(_MODELS)
+
+
+def help_string() -> str:
+    """What `--registry_help` prints."""
+    sections = [("Problems", list_problems()), ("Hparams sets", list_hparams()), ("Models", list_models())]
+    lines = []
+    for title, names in sections:
+        lines.append(f"{title}:")
+        lines.extend(f"  {name}" for name in names)
+    lines.append(f"(Any problem also takes the suffix {REVERSE_SUFFIX!r} for the reverse direction.)")
+    return "\n".join(lines)
+
+
+def import_usr_dir(usr_dir: str) -> None:
+    """Imports the Python package at `usr_dir` so its decorators register more (--t2t_usr_dir)."""
+    if not usr_dir:
+        return
+    directory = os.path.abspath(os.path.expanduser(usr_dir)).rstrip(os.sep)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"--t2t_usr_dir={usr_dir}: no such directory.")
+    if not os.path.exists(os.path.join(directory, "__init__.py")):
+        raise FileNotFoundError(
+            f"--t2t_usr_dir={usr_dir}: not a Python package; add an __init__.py that imports "
+            f"the modules defining your problems and hparams sets."
+        )
+    parent, package = os.path.split(directory)
+    sys.path.insert(0, parent)
+    try:
+        importlib.import_module(package)
+    finally:
+        sys.path.remove(parent)
