@@ -1,1 +1,145 @@
-"""Placeholder; the model lands in this session."""
+"""The Transformer (§3, Figure 1): encoder and decoder stacks over shared embeddings.
+
+    encoder: x = Dropout(embed(inputs) + PE) -> N × EncoderLayer
+    decoder: y = Dropout(embed(shift_right(targets)) + PE) -> N × DecoderLayer(y, encoder output)
+    logits  = y Eᵀ            (E shared with both embeddings, §3.4)
+
+`Transformer(hparams, vocab_size)` is a `keras.Model` registered as "transformer".
+Training calls it on `{"inputs", "targets"}`; decoding uses `encode`,
+`initial_cache` and `decode_step`, one position at a time with a key/value cache.
+"""
+
+import keras
+from keras import ops
+
+from t2t_lite.attention import causal_bias, padding_bias
+from t2t_lite.decoder import Decoder
+from t2t_lite.embedding import SharedEmbedding
+from t2t_lite.encoder import Encoder
+from t2t_lite.positional import PositionEncoding
+from t2t_lite.registry import register_model
+
+# hparams.activation_dtype -> Keras dtype policy: variables stay float32, compute runs in the
+# lower precision, and the logits are cast back to float32 (see `logits`).
+DTYPE_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+# Size of the learned position table (pos="emb"), used when hparams.max_length is 0 (no limit).
+DEFAULT_LEARNED_POSITIONS = 1024
+
+
+def shift_right(targets):
+    """Decoder inputs: the targets one step later, with the start symbol 0 in front (§3.1)."""
+    return ops.pad(targets, ((0, 0), (1, 0)))[:, :-1]
+
+
+@register_model("transformer")
+class Transformer(keras.Model):
+    """The encoder-decoder Transformer of "Attention Is All You Need".
+
+    Args:
+        hparams: `HParams` (architecture, dropout, `activation_dtype`).
+        vocab_size: number of subword ids; 0 is padding and 1 is EOS.
+
+    Call arguments:
+        features: {"inputs": int32 [batch, src_len], "targets": int32 [batch, tgt_len]}, 0-padded.
+        training: enables dropout.
+        return_attention: also return {"encoder_self", "decoder_self", "encoder_decoder"}, each a
+            list per layer of [batch, heads, query_len, key_len] attention weights.
+
+    Returns float32 logits [batch, tgt_len, vocab_size], where position j predicts targets[:, j]
+    from targets[:, :j] and the inputs.
+
+    Example:
+        model = Transformer(registry.hparams("transformer_tiny"), vocab_size=100)
+        logits = model({"inputs": [[5, 6, 1]], "targets": [[7, 1]]})     # [1, 2, 100]
+    """
+
+    def __init__(self, hparams, vocab_size, **kwargs):
+        super().__init__(dtype=DTYPE_POLICIES[hparams.activation_dtype], **kwargs)
+        self.hparams = hparams
+        self.vocab_size = vocab_size
+        dtype = self.dtype_policy
+        self.target_embedding = SharedEmbedding(vocab_size, hparams.hidden_size, name="shared_embedding"
+                                                if hparams.shared_embedding_and_softmax_weights
+                                                else "target_embedding", dtype=dtype)
+        if hparams.shared_embedding_and_softmax_weights:
+            self.source_embedding = self.softmax_weights = self.target_embedding
+        else:
+            self.source_embedding = SharedEmbedding(vocab_size, hparams.hidden_size, name="source_embedding",
+                                                    dtype=dtype)
+            self.softmax_weights = SharedEmbedding(vocab_size, hparams.hidden_size, name="softmax", dtype=dtype)
+        positions = (hparams.max_length or DEFAULT_LEARNED_POSITIONS) + hparams.extra_length
+        self.source_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
+                                                name="source_position", dtype=dtype)
+        self.target_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
+                                                name="target_position", dtype=dtype)
+        self.embedding_dropout = keras.layers.Dropout(hparams.layer_prepostprocess_dropout, dtype=dtype)
+        self.encoder = Encoder(hparams, name="encoder", dtype=dtype)
+        self.decoder = Decoder(hparams, name="decoder", dtype=dtype)
+        self.build()
+
+    def build(self, input_shape=None):
+        """Creates every variable up front, so checkpoints restore into a fresh model."""
+        hidden_shape = (None, None, self.hparams.hidden_size)
+        for layer in {id(layer): layer for layer in (self.source_embedding, self.target_embedding,
+                                                     self.softmax_weights)}.values():
+            layer.build()
+        self.source_position.build()
+        self.target_position.build()
+        self.encoder.build(hidden_shape)
+        self.decoder.build(hidden_shape, hidden_shape)
+        self.built = True
+
+    # -- Encoder ------------------------------------------------------------------------
+    def encode(self, inputs, training=False):
+        """inputs int32 [batch, src_len] -> (encoder output [batch, src_len, d_model], mask bool [batch, src_len])."""
+        output, mask, _ = self._encode(inputs, training=training, return_weights=False)
+        return output, mask
+
+    def _encode(self, inputs, training, return_weights):
+        inputs = ops.convert_to_tensor(inputs, dtype="int32")
+        mask = ops.not_equal(inputs, 0)
+        x = self.source_position(self.source_embedding(inputs))
+        x = self.embedding_dropout(x, training=training)
+        output, weights = self.encoder(x, bias=padding_bias(mask), return_weights=return_weights, training=training)
+        return output, mask, weights
+
+    # -- Teacher-forced decoder (training and scoring) -----------------------------------
+    def call(self, features, training=False, return_attention=False):
+        hidden, attention = self.decoder_hidden(features, training=training, return_attention=return_attention)
+        logits = self.logits(hidden)
+        return (logits, attention) if return_attention else logits
+
+    def decoder_hidden(self, features, training=False, return_attention=False):
+        """The decoder's output before the pre-softmax projection, [batch, tgt_len, d_model].
+
+        Separate from `logits` so a loss can project only the positions it needs.
+        """
+        encoder_output, mask, encoder_weights = self._encode(
+            features["inputs"], training=training, return_weights=return_attention)
+        targets = ops.convert_to_tensor(features["targets"], dtype="int32")
+        y = self.target_position(self.target_embedding(shift_right(targets)))
+        y = self.embedding_dropout(y, training=training)
+        hidden, decoder_weights, _ = self.decoder(
+            y, encoder_output, self_bias=causal_bias(ops.shape(targets)[1]), memory_bias=padding_bias(mask),
+            return_weights=return_attention, training=training)
+        attention = {"encoder_self": encoder_weights, **decoder_weights} if return_attention else None
+        return hidden, attention
+
+    def logits(self, hidden):
+        """Pre-softmax projection with the (shared) embedding matrix, in float32."""
+        return ops.cast(self.softmax_weights.logits(hidden), "float32")
+
+    # -- Incremental decoding -----------------------------------------------------------
+    def initial_cache(self, encoder_output, inputs_mask):
+        """The decoding state for a batch of encoded sentences; every leaf is batch-major."""
+        return {"layers": self.decoder.initial_cache(encoder_output), "memory_bias": padding_bias(inputs_mask)}
+
+    def decode_step(self, ids, step, cache, training=False):
+        """One decoder position: ids int32 [batch] at position `step` -> (logits [batch, vocab], new cache)."""
+        ids = ops.expand_dims(ops.convert_to_tensor(ids, dtype="int32"), 1)
+        y = self.target_position(self.target_embedding(ids), start=step)
+        y = self.embedding_dropout(y, training=training)
+        hidden, _, layers = self.decoder(y, memory_bias=cache["memory_bias"], cache=cache["layers"],
+                                         training=training)
+        return self.logits(hidden[:, 0]), {"layers": layers, "memory_bias": cache["memory_bias"]}
