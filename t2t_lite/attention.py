@@ -40,7 +40,9 @@ def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, tra
     query = query * ops.cast(ops.rsqrt(ops.cast(depth, "float32")), query.dtype)
     logits = ops.cast(ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))), "float32")
     if bias is not None:
-        logits = logits + bias
+        # Keras casts layer arguments to the compute dtype; in float16 MASKED becomes -inf,
+        # which would turn a softmax row into NaN, so clamp back to MASKED in float32.
+        logits = logits + ops.maximum(ops.cast(bias, "float32"), MASKED)
     weights = ops.softmax(logits, axis=-1)
     if dropout is not None:
         weights = dropout(weights, training=training)

@@ -1,0 +1,53 @@
+"""Eq. 1 and §3.2.2 against a numpy transcription of the paper, and masking by perturbation."""
+
+import numpy as np
+
+from t2t_lite.attention import MultiHeadAttention, causal_bias, padding_bias, scaled_dot_product_attention
+
+RNG = np.random.default_rng(0)
+
+
+def numpy_attention(q, k, v, allowed=None):
+    """softmax(Q Kᵀ / √d_k) V, written from eq. 1."""
+    logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if allowed is not None:
+        logits = np.where(allowed, logits, -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return weights @ v, weights
+
+
+def test_equation_1():
+    q, k, v = (RNG.normal(size=(2, 3, 5, 8)).astype("float32") for _ in range(3))
+    output, weights = scaled_dot_product_attention(q, k, v)
+    expected_output, expected_weights = numpy_attention(q, k, v)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-5)
+    np.testing.assert_allclose(output, expected_output, atol=1e-5)
+
+
+def test_padding_and_causal_bias_give_zero_weight():
+    q, k, v = (RNG.normal(size=(1, 1, 4, 8)).astype("float32") for _ in range(3))
+    mask = np.array([[True, True, True, False]])
+    _, weights = scaled_dot_product_attention(q, k, v, padding_bias(mask) + causal_bias(4))
+    allowed = np.tril(np.ones((4, 4), bool)) & mask[:, None, None, :]
+    _, expected = numpy_attention(q, k, v, allowed)
+    np.testing.assert_allclose(weights, expected, atol=1e-6)
+    assert np.all(np.asarray(weights)[0, 0][~allowed[0, 0]] == 0.0)
+
+
+def test_multi_head_is_concat_of_heads_then_output_projection():
+    layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=6, output_size=10)
+    x = RNG.normal(size=(1, 3, 10)).astype("float32")
+    memory = RNG.normal(size=(1, 4, 10)).astype("float32")
+    output, _, _ = layer(x, memory)
+    w_q, w_k, w_v, w_o = (np.asarray(p.kernel) for p in (layer.query_projection, layer.key_projection,
+                                                          layer.value_projection, layer.output_projection))
+    heads = []
+    for head in range(2):
+        q = x @ w_q[:, head * 4:(head + 1) * 4]
+        k = memory @ w_k[:, head * 4:(head + 1) * 4]
+        v = memory @ w_v[:, head * 3:(head + 1) * 3]
+        heads.append(numpy_attention(q, k, v)[0])
+    np.testing.assert_allclose(output, np.concatenate(heads, -1) @ w_o, atol=1e-5)
+    assert all(not p.use_bias for p in (layer.query_projection, layer.key_projection,
+                                        layer.value_projection, layer.output_projection))

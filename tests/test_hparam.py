@@ -1,0 +1,70 @@
+"""HParams: overrides with tensor2tensor's syntax, errors that list valid names, JSON round trip."""
+
+import dataclasses
+
+import pytest
+
+from t2t_lite.hparam import HParams, HParamsError
+
+
+def test_override_returns_new_value_and_leaves_original():
+    base = HParams()
+    changed = base.override("num_heads=16,layer_prepostprocess_dropout=0.3")
+    assert (changed.num_heads, changed.layer_prepostprocess_dropout) == (16, 0.3)
+    assert (base.num_heads, base.layer_prepostprocess_dropout) == (8, 0.1)
+
+
+def test_override_parses_each_type():
+    hp = HParams().override("hidden_size=1024, pos=emb, shared_embedding_and_softmax_weights=false, "
+                            "learning_rate_warmup_steps=8e3, xla_compile=True")
+    assert hp.hidden_size == 1024 and hp.pos == "emb"
+    assert hp.shared_embedding_and_softmax_weights is False and hp.xla_compile is True
+    assert hp.learning_rate_warmup_steps == 8000
+
+
+def test_unknown_name_lists_valid_names_and_suggests():
+    with pytest.raises(HParamsError) as error:
+        HParams().override("num_head=16")
+    message = str(error.value)
+    assert "num_head" in message and "Did you mean num_heads" in message
+    assert "hidden_size" in message and "filter_size" in message  # the full list of valid names
+
+
+@pytest.mark.parametrize("override", ["num_heads=many", "hidden_size=3.5", "xla_compile=maybe", "num_heads"])
+def test_unparsable_value_names_the_hparam(override):
+    with pytest.raises(HParamsError) as error:
+        HParams().override(override)
+    assert "num_heads" in str(error.value) or "hidden_size" in str(error.value) or "xla_compile" in str(error.value)
+
+
+@pytest.mark.parametrize("override", ["pos=rotary", "norm_position=middle", "num_heads=7",
+                                      "layer_prepostprocess_dropout=1.5", "activation_dtype=int8"])
+def test_out_of_range_values_are_rejected(override):
+    with pytest.raises(HParamsError):
+        HParams().override(override)
+
+
+def test_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        HParams().hidden_size = 3
+
+
+def test_json_round_trip():
+    hp = HParams().override("num_heads=16,pos=emb,alpha=0.3")
+    assert HParams.from_json(hp.to_json()) == hp
+
+
+def test_json_with_unknown_name_is_an_error():
+    with pytest.raises(HParamsError):
+        HParams.from_json('{"hidden_sise": 3}')
+
+
+def test_zero_means_hidden_size_for_key_and_value_channels():
+    hp = HParams(hidden_size=256, num_heads=8)
+    assert (hp.key_channels, hp.value_channels) == (256, 256)
+    assert HParams(attention_key_channels=128).key_channels == 128
+
+
+def test_separate_encoder_decoder_layer_counts():
+    hp = HParams(num_hidden_layers=6, num_decoder_layers=2)
+    assert (hp.encoder_layers, hp.decoder_layers) == (6, 2)

@@ -1,0 +1,67 @@
+"""Pins every value of the paper's hparam sets, so a released set never changes silently.
+
+Values are those of Vaswani et al. 2017: Table 3 ("base", "big"), §5 (optimizer, schedule,
+batching, regularization) and §6 (decoding, EN-FR dropout, parsing).
+"""
+
+import dataclasses
+
+from t2t_lite import registry
+from t2t_lite.hparam import HParams
+
+BASE = {
+    "hidden_size": 512, "filter_size": 2048, "num_heads": 8, "num_hidden_layers": 6,
+    "num_encoder_layers": 0, "num_decoder_layers": 0,
+    "attention_key_channels": 0, "attention_value_channels": 0,  # d_k = d_v = 512 / 8 = 64
+    "pos": "timing", "norm_position": "post", "layer_norm_epsilon": 1e-6,
+    "shared_embedding_and_softmax_weights": True,
+    "layer_prepostprocess_dropout": 0.1, "attention_dropout": 0.0, "relu_dropout": 0.0,
+    "label_smoothing": 0.1,
+    "learning_rate": 1.0, "learning_rate_warmup_steps": 4000,
+    "optimizer_adam_beta1": 0.9, "optimizer_adam_beta2": 0.98, "optimizer_adam_epsilon": 1e-9,
+    "clip_grad_norm": 0.0,
+    "batch_size": 4096, "tokens_per_step": 25000, "max_length": 256,
+    "min_length_bucket": 8, "length_bucket_step": 1.1,
+    "activation_dtype": "float32", "xla_compile": False,
+    "beam_size": 4, "alpha": 0.6, "extra_length": 50,
+}
+BIG = {**BASE, "hidden_size": 1024, "filter_size": 4096, "num_heads": 16, "layer_prepostprocess_dropout": 0.3}
+BIG_ENFR = {**BIG, "layer_prepostprocess_dropout": 0.1}
+PARSING = {**BIG, "num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.2, "attention_dropout": 0.2,
+           "max_length": 512, "beam_size": 21, "alpha": 0.3, "extra_length": 300}
+TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hidden_layers": 2,
+        "learning_rate_warmup_steps": 1000, "batch_size": 2048, "tokens_per_step": 0, "max_length": 128}
+
+
+def test_every_field_is_pinned():
+    assert set(BASE) == {field.name for field in dataclasses.fields(HParams)}
+
+
+def test_transformer_base_is_the_paper():
+    assert registry.hparams("transformer_base").values() == BASE
+    hp = registry.hparams("transformer_base")
+    assert hp.key_channels // hp.num_heads == 64 and hp.value_channels // hp.num_heads == 64
+
+
+def test_transformer_big_is_the_paper():
+    assert registry.hparams("transformer_big").values() == BIG
+    hp = registry.hparams("transformer_big")
+    assert hp.key_channels // hp.num_heads == 64
+
+
+def test_transformer_big_enfr_uses_dropout_0_1():
+    assert registry.hparams("transformer_big_enfr").values() == BIG_ENFR
+
+
+def test_transformer_parsing_is_section_6_3():
+    assert registry.hparams("transformer_parsing").values() == PARSING
+
+
+def test_transformer_tiny():
+    assert registry.hparams("transformer_tiny").values() == TINY
+
+
+def test_sets_are_fresh_copies():
+    assert registry.hparams("transformer_base") is not registry.hparams("transformer_base")
+    registry.hparams("transformer_big")
+    assert registry.hparams("transformer_base").hidden_size == 512  # deriving never mutates the parent

@@ -1,0 +1,135 @@
+"""The Transformer against the paper: Table 3 parameter counts, causal and padding masks by
+perturbation, cached incremental decoding equal to teacher forcing, dropout only in training."""
+
+import keras
+import numpy as np
+import pytest
+
+from t2t_lite import registry
+from t2t_lite.models import Transformer
+
+VOCAB = 37000  # the shared EN-DE BPE vocabulary of §5.1
+
+# (overrides of transformer_base or the set named, Table 3 "params ×10^6")
+TABLE_3 = [
+    ("transformer_base", "", 65),
+    ("transformer_base", "attention_key_channels=128", 58),  # (B) d_k = 16
+    ("transformer_base", "attention_key_channels=256", 60),  # (B) d_k = 32
+    ("transformer_base", "num_hidden_layers=2", 36),  # (C) N = 2
+    ("transformer_base", "num_hidden_layers=4", 50),  # (C) N = 4
+    ("transformer_base", "num_hidden_layers=8", 80),  # (C) N = 8
+    ("transformer_base", "hidden_size=256", 28),  # (C) d_model 256, d_k = d_v = 32
+    ("transformer_base", "hidden_size=1024", 168),  # (C) d_model 1024, d_k = d_v = 128
+    ("transformer_base", "filter_size=1024", 53),  # (C) d_ff 1024
+    ("transformer_base", "filter_size=4096", 90),  # (C) d_ff 4096
+    ("transformer_big", "", 213),
+]
+
+
+def expected_parameters(hp, vocab):
+    """Counted from §3 by hand: shared embedding, per-layer projections, FFN, LayerNorms."""
+    d, d_ff = hp.hidden_size, hp.filter_size
+    attention = d * hp.key_channels * 2 + d * hp.value_channels + hp.value_channels * d  # no biases
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    return vocab * d + hp.encoder_layers * encoder_layer + hp.decoder_layers * decoder_layer
+
+
+@pytest.mark.parametrize("set_name,overrides,paper_millions", TABLE_3)
+def test_parameter_count_matches_table_3(set_name, overrides, paper_millions):
+    hp = registry.hparams(set_name).override(overrides)
+    count = Transformer(hp, VOCAB).count_params()
+    assert count == expected_parameters(hp, VOCAB)
+    assert abs(count / 1e6 - paper_millions) / paper_millions < 0.07
+
+
+def tiny(**changes):
+    hp = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4, **changes)
+    return Transformer(hp, vocab_size=50)
+
+
+def random_batch(rng, batch=3, src_len=7, tgt_len=6):
+    inputs = rng.integers(2, 50, size=(batch, src_len)).astype("int32")
+    targets = rng.integers(2, 50, size=(batch, tgt_len)).astype("int32")
+    inputs[0, 4:] = 0  # a padded sentence
+    return {"inputs": inputs, "targets": targets}
+
+
+@pytest.mark.parametrize("norm_position", ["post", "pre"])
+def test_changing_target_j_changes_no_logits_before_j(norm_position):
+    model = tiny(norm_position=norm_position)
+    features = random_batch(np.random.default_rng(0))
+    base = np.asarray(model(features))
+    for j in range(features["targets"].shape[1]):
+        changed = {**features, "targets": features["targets"].copy()}
+        changed["targets"][:, j] = (changed["targets"][:, j] + 7) % 48 + 2
+        logits = np.asarray(model(changed))
+        # Position j+1 reads target j (shift right), so logits up to j must not move.
+        np.testing.assert_array_equal(logits[:, : j + 1], base[:, : j + 1])
+        if j + 1 < logits.shape[1]:
+            assert not np.allclose(logits[:, j + 1], base[:, j + 1])
+
+
+def test_changing_padded_source_tokens_changes_no_logits():
+    model = tiny()
+    rng = np.random.default_rng(1)
+    features = random_batch(rng)
+    base = np.asarray(model(features))
+    # Append more padding, and change what sits behind the padding of sentence 0 in a longer batch.
+    longer = np.pad(features["inputs"], ((0, 0), (0, 5)))
+    np.testing.assert_allclose(model({**features, "inputs": longer}), base, atol=1e-5)
+    other = features["inputs"].copy()
+    other[1:, :] = rng.integers(2, 50, size=other[1:].shape)
+    logits = np.asarray(model({**features, "inputs": other}))
+    np.testing.assert_allclose(logits[0], base[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"norm_position": "pre"}, {"pos": "emb"},
+                                       {"shared_embedding_and_softmax_weights": False}])
+def test_cached_decoding_reproduces_teacher_forced_logits(overrides):
+    model = tiny(**overrides)
+    features = random_batch(np.random.default_rng(2))
+    full = np.asarray(model(features))
+    encoder_output, mask = model.encode(features["inputs"])
+    cache = model.initial_cache(encoder_output, mask)
+    ids = np.zeros(features["targets"].shape[0], "int32")
+    steps = []
+    for step in range(features["targets"].shape[1]):
+        logits, cache = model.decode_step(ids, step, cache)
+        steps.append(np.asarray(logits))
+        ids = features["targets"][:, step]
+    assert np.abs(np.stack(steps, axis=1) - full).max() <= 1e-4
+
+
+def test_dropout_only_in_training():
+    model = tiny(attention_dropout=0.1, relu_dropout=0.1)
+    features = random_batch(np.random.default_rng(3))
+    np.testing.assert_array_equal(model(features), model(features, training=False))
+    assert not np.allclose(model(features, training=True), model(features, training=True))
+
+
+def test_attention_weights_are_returned_per_layer_and_sum_to_one():
+    model = tiny()
+    features = random_batch(np.random.default_rng(4))
+    _, attention = model(features, return_attention=True)
+    assert set(attention) == {"encoder_self", "decoder_self", "encoder_decoder"}
+    assert len(attention["encoder_self"]) == 2 and len(attention["decoder_self"]) == 2
+    assert attention["encoder_decoder"][0].shape == (3, 4, 6, 7)
+    np.testing.assert_allclose(np.sum(attention["decoder_self"][1], -1), 1.0, atol=1e-5)
+    assert np.all(np.asarray(attention["decoder_self"][0])[..., 0, 1:] == 0)  # causal
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mixed_precision_keeps_logits_and_variables_float32(dtype):
+    model = tiny(activation_dtype=dtype)
+    logits = model(random_batch(np.random.default_rng(5)))
+    assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+    assert all(weight.dtype == "float32" for weight in model.weights)
+    assert model.encoder.stack[0].feed_forward.compute_dtype == dtype
+    assert np.isfinite(np.asarray(logits)).all()
+
+
+def test_registered_as_transformer():
+    assert registry.model("transformer") is Transformer
