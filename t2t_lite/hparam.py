@@ -104,16 +104,7 @@ class HParams:
 
     def override(self, overrides: str) -> "HParams":
         """Returns a copy with `"name=value,name=value"` applied (tensor2tensor's syntax)."""
-        changes = {}
-        for item in _split_overrides(overrides):
-            if "=" not in item:
-                raise HParamsError(
-                    f"hparams override {item!r} is not of the form name=value "
-                    f"(e.g. --hparams \"num_heads=16,layer_prepostprocess_dropout=0.3\")."
-                )
-            name, text = (part.strip() for part in item.split("=", 1))
-            changes[name] = self._parse_value(name, text)
-        return self.replace(**changes)
+        return self.replace(**parse_overrides(type(self), overrides))
 
     def replace(self, **changes) -> "HParams":
         """Returns a copy with the given fields changed; unknown names raise HParamsError."""
@@ -138,34 +129,7 @@ class HParams:
     # -- Validation -------------------------------------------------------------------
     @classmethod
     def _check_name(cls, name: str) -> None:
-        if name not in cls.names():
-            close = difflib.get_close_matches(name, cls.names(), n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise HParamsError(
-                f"Unknown hparam {name!r}.{hint} Valid names: {', '.join(sorted(cls.names()))}."
-            )
-
-    @classmethod
-    def _parse_value(cls, name: str, text: str):
-        cls._check_name(name)
-        kind = typing.get_type_hints(cls)[name]
-        try:
-            if kind is bool:
-                lowered = text.lower()
-                if lowered not in ("true", "false", "1", "0"):
-                    raise ValueError(text)
-                return lowered in ("true", "1")
-            if kind is int:
-                number = float(text)  # accepts "4e3" as tensor2tensor users write it
-                if number != int(number):
-                    raise ValueError(text)
-                return int(number)
-            return kind(text)
-        except ValueError:
-            raise HParamsError(
-                f"hparam {name}={text!r}: expected a {kind.__name__}. "
-                f"Valid names: {', '.join(sorted(cls.names()))}."
-            ) from None
+        check_name(cls, name)
 
     def _check_ranges(self) -> None:
         def fail(name, what):
@@ -197,5 +161,50 @@ class HParams:
             fail("length_bucket_step", "must be greater than 1")
 
 
-def _split_overrides(overrides: str) -> list:
-    return [item.strip() for item in (overrides or "").split(",") if item.strip()]
+def check_name(config_class, name: str) -> None:
+    """Raises HParamsError, with the nearest and all valid names, for a name `config_class` lacks."""
+    names = [field.name for field in dataclasses.fields(config_class)]
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise HParamsError(f"Unknown hparam {name!r}.{hint} Valid names: {', '.join(sorted(names))}.")
+
+
+def parse_overrides(config_class, overrides: str) -> dict:
+    """`"name=value,name=value"` -> {name: typed value} for the fields of a dataclass.
+
+    Used by HParams (--hparams) and by the decoder's settings (--decode_hparams), so
+    both accept the same syntax and fail the same way.
+    """
+    changes = {}
+    for item in (item.strip() for item in (overrides or "").split(",")):
+        if not item:
+            continue
+        if "=" not in item:
+            raise HParamsError(
+                f"Override {item!r} is not of the form name=value "
+                f"(e.g. --hparams \"num_heads=16,layer_prepostprocess_dropout=0.3\")."
+            )
+        name, text = (part.strip() for part in item.split("=", 1))
+        changes[name] = _parse_value(config_class, name, text)
+    return changes
+
+
+def _parse_value(config_class, name: str, text: str):
+    check_name(config_class, name)
+    kind = typing.get_type_hints(config_class)[name]
+    names = ", ".join(sorted(field.name for field in dataclasses.fields(config_class)))
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return lowered in ("true", "1")
+        if kind is int:
+            number = float(text)  # accepts "4e3" as tensor2tensor users write it
+            if number != int(number):
+                raise ValueError(text)
+            return int(number)
+        return kind(text)
+    except ValueError:
+        raise HParamsError(f"hparam {name}={text!r}: expected a {kind.__name__}. Valid names: {names}.") from None

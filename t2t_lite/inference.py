@@ -1,0 +1,184 @@
+"""Decoding text with a trained model: what `t2t-decoder` does (§6.1, §6.3).
+
+Sentences are encoded with the problem's vocabulary (plus EOS), sorted by length so
+each batch holds sentences of similar length (less padding), decoded with
+`t2t_lite.decoding.decode_batch` (beam search with the paper's length penalty and a
+key/value cache), and written back in the input's order, one output line per input
+line. Decoding settings come from the hparams set, then the problem's defaults
+(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`.
+"""
+
+import dataclasses
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+
+from t2t_lite import checkpoints, decoding, registry
+from t2t_lite.hparam import parse_overrides
+
+EOS_ID = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeHParams:
+    """Settings of one decoding run (`--decode_hparams="beam_size=4,alpha=0.6"`)."""
+
+    beam_size: int = 4  # Beam width; 1 = greedy.
+    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
+    extra_length: int = 50  # Maximum output length = input length + extra_length.
+    batch_size: int = 32  # Sentences decoded together.
+    return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
+
+    def __post_init__(self):
+        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0:
+            raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1 and extra_length ≥ 0 "
+                             f"(got {self}).")
+
+
+def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
+    """The hparams' decode defaults, then the problem's, then `overrides` (--decode_hparams)."""
+    settings = {"beam_size": hparams.beam_size, "alpha": hparams.alpha, "extra_length": hparams.extra_length}
+    settings.update(problem.decode_defaults())
+    settings.update(parse_overrides(DecodeHParams, overrides))
+    return DecodeHParams(**settings)
+
+
+def load_hparams(hparams_set: str, overrides: str, model_dir: str):
+    """--hparams_set (+ --hparams) if given, else the hparams.json the trainer wrote beside the checkpoints."""
+    if hparams_set:
+        return registry.hparams(hparams_set).override(overrides)
+    return checkpoints.read_hparams(model_dir).override(overrides)
+
+
+@dataclasses.dataclass
+class Translation:
+    """The decoded hypotheses of one input line, best first, with their length-normalised scores."""
+
+    source: str
+    hypotheses: list
+    scores: list
+
+    def line(self, return_beams: bool) -> str:
+        """The output line: the best hypothesis, or every beam as `text<TAB>score` fields."""
+        if not return_beams:
+            return self.hypotheses[0]
+        return "\t".join(f"{text}\t{score:.4f}" for text, score in zip(self.hypotheses, self.scores))
+
+
+def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True) -> list:
+    """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order."""
+    encoded = [vocabulary.encode(line) + [EOS_ID] for line in lines]
+    order = sorted(range(len(lines)), key=lambda index: len(encoded[index]))
+    results = [None] * len(lines)
+    bar = keras.utils.Progbar(len(lines), unit_name="sentence", stateful_metrics=["sentences/s"]) if progress else None
+    start = time.time()
+    for first in range(0, len(order), settings.batch_size):
+        batch = order[first:first + settings.batch_size]
+        ids, scores = decoding.decode_batch(
+            model, _pad([encoded[index] for index in batch]), beam_size=settings.beam_size, alpha=settings.alpha,
+            extra_length=settings.extra_length, return_beams=True)
+        for row, index in enumerate(batch):
+            beams = range(ids.shape[1]) if settings.return_beams else range(1)
+            usable = [beam for beam in beams if np.isfinite(scores[row, beam])] or [0]
+            results[index] = Translation(lines[index], [vocabulary.decode(ids[row, beam]) for beam in usable],
+                                         [float(scores[row, beam]) for beam in usable])
+        if bar is not None:
+            done = first + len(batch)
+            bar.update(done, values=[("sentences/s", done / max(time.time() - start, 1e-9))])
+    return results
+
+
+def _pad(sequences) -> np.ndarray:
+    batch = np.zeros((len(sequences), max(len(sequence) for sequence in sequences)), np.int32)
+    for row, sequence in enumerate(sequences):
+        batch[row, :len(sequence)] = sequence
+    return batch
+
+
+def read_input_lines(path: str) -> list:
+    """The lines of a UTF-8 text file, without their line ends; bad bytes are an error naming the line."""
+    with open(path, "rb") as file:
+        raw_lines = file.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None
+    return lines
+
+
+def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
+                        settings: DecodeHParams) -> str:
+    """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
+    return (f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
+            f".beam{settings.beam_size}.alpha{settings.alpha}.decodes")
+
+
+def write_lines(path: str, lines) -> None:
+    """Writes through a temporary file, so an interrupted run never leaves a half-written output."""
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        for line in lines:
+            file.write(line.replace("\n", " ") + "\n")
+    os.replace(temporary, path)
+
+
+def decode_split(model, problem, data_dir: str, split: str, settings: DecodeHParams, output_path: str,
+                 *, progress: bool = True) -> list:
+    """Decodes the `split` examples of a generated problem; writes `.decodes`, `.inputs` and `.targets` files.
+
+    The inputs and targets are the detokenized ids of the TFRecords, i.e. the
+    problem's normalised text, so `t2t-bleu --translation=X.decodes --reference=X.targets`
+    scores the run.
+    """
+    vocabulary = problem.vocabulary(data_dir)
+    sources, references = [], []
+    for example in problem.dataset(split, data_dir).as_numpy_iterator():
+        sources.append(vocabulary.decode(example["inputs"]))
+        references.append(vocabulary.decode(example["targets"]))
+    translations = translate(model, vocabulary, sources, settings, progress=progress)
+    write_lines(output_path, (translation.line(settings.return_beams) for translation in translations))
+    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
+    write_lines(base + ".inputs", sources)
+    write_lines(base + ".targets", references)
+    return translations
+
+
+def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
+    """Reads a sentence per line from stdin and prints its decoding, until end of input."""
+    for line in stdin:
+        translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        print(translation.line(settings.return_beams), file=stdout, flush=True)
+
+
+def attention_pictures(model, vocabulary, translations, directory: str) -> list:
+    """Heat-maps of every layer and head for each decoded sentence (the paper's Figures 3–5)."""
+    from t2t_lite import attention_plot  # matplotlib is optional; imported only when asked for
+
+    written = []
+    for index, translation in enumerate(translations):
+        source_ids = vocabulary.encode(translation.source) + [EOS_ID]
+        target_ids = vocabulary.encode(translation.hypotheses[0]) + [EOS_ID]
+        _, attention = model({"inputs": np.array([source_ids], np.int32),
+                              "targets": np.array([target_ids], np.int32)}, return_attention=True)
+        per_sentence = {kind: [np.asarray(layer)[0] for layer in layers] for kind, layers in attention.items()}
+        written += attention_plot.plot_attention(
+            per_sentence, _pieces(vocabulary, source_ids), _pieces(vocabulary, target_ids),
+            os.path.join(directory, f"sentence_{index:04d}"))
+    return written
+
+
+def _pieces(vocabulary, ids) -> list:
+    """One readable label per id for the axes of the attention pictures."""
+    return ["<eos>" if i == EOS_ID else vocabulary.decode([i]) or f"<{i}>" for i in ids]
+
+
+def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer"):
+    """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary."""
+    return checkpoints.load_model(checkpoint_path_or_dir, hparams, problem.vocab_size(data_dir), model_name)

@@ -1,0 +1,116 @@
+"""t2t-decoder: input order kept while decoding sorted by length, n-best, splits, settings, bad input."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags as absl_flags
+
+from t2t_lite import checkpoints, datagen, decoding, registry
+from t2t_lite.cli import decoder as decoder_cli
+from t2t_lite.hparam import HParamsError
+from t2t_lite.inference import DecodeHParams, decode_hparams, read_input_lines, translate
+
+HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A generated algorithmic_reverse problem and a random-weights checkpoint ckpt-7 beside hparams.json."""
+    root = tmp_path_factory.mktemp("decoder")
+    problem = registry.problem("algorithmic_reverse")
+    problem.num_examples = {"train": 40, "dev": 10, "test": 12}
+    datagen.generate(problem, str(root / "data"), str(root / "tmp"))
+    model = checkpoints.build_model(HPARAMS, problem.vocab_size(str(root / "data")))
+    output_dir = str(root / "train")
+    checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
+    manager = checkpoints.checkpoint_manager(checkpoint, output_dir, keep_checkpoint_max=2)
+    manager.save(checkpoint_number=7)
+    checkpoints.write_model_info(output_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
+    return problem, model, str(root / "data"), output_dir
+
+
+def test_output_in_input_order_equals_each_line_decoded_alone(trained):
+    problem, model, data_dir, _ = trained
+    vocabulary = problem.vocabulary(data_dir)
+    lines = ["1 2 3 4 5 6 7", "4", "9 9 1", "", "2 3 4 5 6 7 8 9 0 1 2 3"]
+    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
+    batched = translate(model, vocabulary, lines, settings, progress=False)
+    for line, translation in zip(lines, batched):
+        ids, _ = decoding.decode_batch(model, np.array([vocabulary.encode(line) + [1]], np.int32),
+                                       beam_size=3, alpha=0.6, extra_length=4)
+        assert translation.source == line
+        assert translation.hypotheses[0] == vocabulary.decode(ids[0])
+
+
+def test_n_best_lists_every_beam_with_scores_best_first(trained):
+    problem, model, data_dir, _ = trained
+    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3, return_beams=True)
+    (translation,) = translate(model, problem.vocabulary(data_dir), ["1 2 3"], settings, progress=False)
+    assert len(translation.hypotheses) == 3
+    assert translation.scores == sorted(translation.scores, reverse=True)
+    fields = translation.line(return_beams=True).split("\t")
+    assert len(fields) == 6 and float(fields[1]) == pytest.approx(translation.scores[0], abs=1e-4)
+
+
+def test_settings_hparams_then_problem_then_flag(trained):
+    problem = trained[0]
+    base = registry.hparams("transformer_base")
+    assert decode_hparams(base, registry.problem("translate_files"), "") == DecodeHParams(4, 0.6, 50)
+    # algorithmic problems decode greedily with 2 extra tokens; the flag wins over both.
+    assert decode_hparams(base, problem, "") == DecodeHParams(1, 0.0, 2)
+    assert decode_hparams(base, problem, "beam_size=5,batch_size=8") == DecodeHParams(5, 0.0, 2, 8)
+    with pytest.raises(HParamsError, match="beam_sise.*Did you mean beam_size"):
+        decode_hparams(base, problem, "beam_sise=5")
+
+
+def run_decoder(*argv):
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-decoder", *argv])
+    try:
+        decoder_cli.main([])
+    finally:
+        absl_flags.FLAGS.unparse_flags()
+
+
+def test_cli_decodes_a_file_one_line_per_input_line(trained, tmp_path):
+    problem, _, data_dir, output_dir = trained
+    source = tmp_path / "in.txt"
+    source.write_text("3 4 5\n1\n\n7 7 7 7 7 7\n")
+    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+                f"--decode_from_file={source}", "--decode_hparams=beam_size=2,extra_length=3")
+    default_output = f"{source}.transformer.hparams.algorithmic_reverse.beam2.alpha0.0.decodes"
+    assert len(read_input_lines(default_output)) == 4
+
+
+def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
+    problem, _, data_dir, output_dir = trained
+    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}")
+    base = os.path.join(output_dir, "algorithmic_reverse.test")
+    decodes, inputs, targets = (read_input_lines(f"{base}.{kind}") for kind in ("decodes", "inputs", "targets"))
+    assert len(decodes) == len(inputs) == len(targets) == 12
+    assert all(target == " ".join(reversed(line.split())) for line, target in zip(inputs, targets))
+
+
+def test_cli_without_checkpoint_names_the_flags(trained):
+    with pytest.raises(Exception, match="--output_dir"):
+        run_decoder("--problem=algorithmic_reverse", f"--data_dir={trained[2]}")
+
+
+def test_invalid_utf8_input_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nbad \xff byte\n")
+    with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
+        read_input_lines(str(path))
+
+
+def test_interactive_reads_stdin_until_end(trained):
+    from t2t_lite.inference import decode_interactive
+
+    problem, model, data_dir, _ = trained
+    output = io.StringIO()
+    decode_interactive(model, problem.vocabulary(data_dir), DecodeHParams(beam_size=1, extra_length=2),
+                       stdin=io.StringIO("1 2\n3\n"), stdout=output)
+    assert len(output.getvalue().splitlines()) == 2
