@@ -1,0 +1,112 @@
+"""Decoding speed of t2t_lite: beam 4, cached and uncached, on transformer_tiny and transformer_base.
+
+Same work as the peers in /work/shared/peers (README there): random weights, 32 random
+source sentences of 20 tokens in [3, vocab), every sentence decoded to exactly 30 tokens
+(an EOS id the model cannot emit, so nothing stops early), beam 4 with α = 0.6, 2 threads.
+Each measurement is one call that decodes the whole batch; the first call (tf.function
+tracing + one run) is reported apart and excluded. Then, on tiny only, how the time per
+sentence grows with the output length.
+
+    .venv/bin/python bench/decode.py                      # tiny and base (~6 min on 2 cores)
+    .venv/bin/python bench/decode.py --presets=tiny --repeats=5
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+THREADS = 2
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_variable, str(THREADS))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from t2t_lite import decoding, registry  # noqa: E402
+from t2t_lite.models import Transformer  # noqa: E402
+
+PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
+SENTENCES, SOURCE_LENGTH, OUTPUT_LENGTH = 32, 20, 30
+BEAM_SIZE, ALPHA = 4, 0.6
+NO_EOS = -1  # no id equals it, so every sentence runs to its length limit
+GROWTH_LENGTHS = (10, 20, 40, 80)
+
+
+def make_model(preset):
+    hparams_set, vocab_size = PRESETS[preset]
+    tf.keras.utils.set_random_seed(1234)
+    return Transformer(registry.hparams(hparams_set), vocab_size=vocab_size)
+
+
+def source_batch(vocab_size, seed=4321):
+    return np.random.default_rng(seed).integers(3, vocab_size, size=(SENTENCES, SOURCE_LENGTH), dtype=np.int32)
+
+
+def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size=BEAM_SIZE):
+    """(first call seconds, [seconds of each timed call]) for one whole-batch decode."""
+    settings = dict(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH,
+                    use_cache=use_cache, eos_id=NO_EOS)
+    start = time.perf_counter()
+    ids, _ = decoding.decode_batch(model, source, **settings)
+    first = time.perf_counter() - start
+    assert ids.shape == (SENTENCES, output_length), ids.shape
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        decoding.decode_batch(model, source, **settings)
+        times.append(time.perf_counter() - start)
+    return first, times
+
+
+def spread(values, digits=2):
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", default="tiny,base", help="comma-separated subset of tiny,base")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per measurement (tiny)")
+    parser.add_argument("--base_repeats", type=int, default=2, help="timed calls per measurement (base)")
+    parser.add_argument("--no_growth", action="store_true", help="skip the output-length sweep")
+    args = parser.parse_args()
+    tf.config.threading.set_intra_op_parallelism_threads(THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(THREADS)
+    print(f"# t2t_lite decoding benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"host {platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {THREADS} threads")
+    print(f"# {SENTENCES} sentences x {SOURCE_LENGTH} source tokens -> {OUTPUT_LENGTH} output tokens, "
+          f"beam {BEAM_SIZE}, alpha {ALPHA}, random weights")
+    print("| preset | decoding | sent/s median [min–max] | out tok/s median | first call s | timed calls |")
+    print("|---|---|---:|---:|---:|---:|")
+    for preset in args.presets.split(","):
+        model = make_model(preset)
+        source = source_batch(model.vocab_size)
+        repeats = args.repeats if preset == "tiny" else args.base_repeats
+        for use_cache in (True, False):
+            first, times = time_decoding(model, source, use_cache=use_cache, output_length=OUTPUT_LENGTH,
+                                         repeats=repeats)
+            rates = [SENTENCES / seconds for seconds in times]
+            print(f"| {preset} | beam {BEAM_SIZE}, {'cached' if use_cache else 'uncached'} | {spread(rates)} | "
+                  f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {repeats} |", flush=True)
+    if not args.no_growth and "tiny" in args.presets.split(","):
+        print_growth(make_model("tiny"), args.repeats)
+
+
+def print_growth(model, repeats):
+    """Milliseconds per sentence against the output length: cached ~linear, uncached ~quadratic."""
+    source = source_batch(model.vocab_size)
+    print(f"\n| tiny, beam {BEAM_SIZE}: output tokens | " + " | ".join(map(str, GROWTH_LENGTHS)) + " |")
+    print("|---|" + "---:|" * len(GROWTH_LENGTHS))
+    for use_cache in (True, False):
+        cells = []
+        for length in GROWTH_LENGTHS:
+            _, times = time_decoding(model, source, use_cache=use_cache, output_length=length, repeats=repeats)
+            cells.append(f"{1000 * statistics.median(times) / SENTENCES:.1f}")
+        print(f"| ms per sentence, {'cached' if use_cache else 'uncached'} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""parsing_wsj: English constituency parsing on the WSJ Penn Treebank as translation (§6.3).
+
+§6.3 trains a 4-layer Transformer "on the Wall Street Journal (WSJ) portion of the
+Penn Treebank, about 40K training sentences", with a 16K-token vocabulary, beam 21,
+α = 0.3 and a maximum output length of input length + 300. Inputs are the words of
+a sentence; targets are its tree linearized as in Vinyals & Kaiser et al. (2015),
+see `t2t_lite.trees`.
+
+The treebank is licensed by the LDC (LDC99T42), so the user supplies it:
+
+    <tmp_dir>/wsj/00/wsj_0001.mrg ... <tmp_dir>/wsj/24/wsj_2454.mrg
+    (treebank_3/parsed/mrg/wsj from the LDC release, copied as is)
+
+With that standard layout the standard split is used: sections 02-21 train,
+22 dev, 23 test (00, 01 and 24 are not used). Any other set of `.mrg` files under
+`<tmp_dir>/wsj` (e.g. NLTK's 10% sample) is split by file: a file goes to dev when
+the MD5 of its name modulo 20 is 0, to test when it is 1, else to train.
+"""
+
+import glob
+import hashlib
+import os
+
+from t2t_lite import trees
+from t2t_lite.problem import TextProblem
+from t2t_lite.registry import register_problem
+
+STANDARD_SECTIONS = {
+    "train": [f"{section:02d}" for section in range(2, 22)],
+    "dev": ["22"],
+    "test": ["23"],
+}
+
+
+def treebank_files(tmp_dir: str) -> list:
+    """Every .mrg file under <tmp_dir>/wsj; an error says where to put them when there are none."""
+    root = os.path.join(tmp_dir, "wsj")
+    files = sorted(glob.glob(os.path.join(root, "**", "*.mrg"), recursive=True))
+    if not files:
+        raise FileNotFoundError(
+            f"No Penn Treebank files (*.mrg) under {root}. The WSJ treebank is LDC-licensed (LDC99T42): "
+            f"copy its treebank_3/parsed/mrg/wsj directory there, as {root}/NN/wsj_NNNN.mrg "
+            f"(sections 02-21 train, 22 dev, 23 test)."
+        )
+    return files
+
+
+def split_files(files: list, tmp_dir: str) -> dict:
+    """split -> files: the standard WSJ sections when present, else a split by file-name hash."""
+    root = os.path.join(tmp_dir, "wsj")
+    by_section = {}
+    for path in files:
+        by_section.setdefault(os.path.relpath(os.path.dirname(path), root), []).append(path)
+    if all(section in by_section for sections in STANDARD_SECTIONS.values() for section in sections):
+        return {split: [path for section in sections for path in by_section[section]]
+                for split, sections in STANDARD_SECTIONS.items()}
+    splits = {"train": [], "dev": [], "test": []}
+    for path in files:
+        bucket = int(hashlib.md5(os.path.basename(path).encode("utf-8")).hexdigest(), 16) % 20
+        splits["dev" if bucket == 0 else "test" if bucket == 1 else "train"].append(path)
+    return splits
+
+
+def tree_pairs(paths) -> list:
+    """(words, linearized tree) pairs of every tree in `paths`, traces and function tags removed."""
+    pairs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as file:
+            for tree in trees.read_trees(file.read(), source=path):
+                tree = trees.clean(tree)
+                if tree is not None:
+                    pairs.append((" ".join(trees.words(tree)), trees.linearize(tree)))
+    return pairs
+
+
+@register_problem
+class ParsingWsj(TextProblem):
+    """WSJ constituency parsing: words -> linearized tree (§6.3)."""
+
+    eval_metrics = ["bracket_f1"]
+    approx_vocab_size = 16000
+
+    def decode_defaults(self) -> dict:
+        return {"beam_size": 21, "alpha": 0.3, "extra_length": 300}  # §6.3
+
+    def text_pairs(self, tmp_dir: str, split: str):
+        return tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir)[split])

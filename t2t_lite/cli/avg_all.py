@@ -1,0 +1,33 @@
+"""t2t-avg-all: average the last N checkpoints of a model directory (§6.1).
+
+    t2t-avg-all --model_dir=$TRAIN_DIR --output_dir=$TRAIN_DIR/avg --n=5    # base; --n=20 for big
+
+The result is a checkpoint `ckpt-<newest step>` in --output_dir with hparams.json and
+problem.json beside it, which t2t-decoder and t2t-exporter load like any other.
+"""
+
+from absl import app, flags as absl_flags
+
+from t2t_lite import checkpoints
+from t2t_lite.cli import flags
+
+FLAGS = flags.FLAGS
+
+absl_flags.DEFINE_string("model_dir", None, "Directory of the checkpoints to average (t2t-trainer's --output_dir).")
+absl_flags.DEFINE_integer("n", 5, "How many of the last checkpoints to average (the paper: 5 for base, 20 for big).")
+
+
+def main(argv):
+    del argv
+    flags.prepare()
+    flags.require("model_dir", "output_dir")
+    if FLAGS.n < 1:
+        raise flags.UsageError(f"--n={FLAGS.n}: must be at least 1.")
+    try:
+        checkpoints.average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.n)
+    except checkpoints.CheckpointError as error:
+        raise flags.UsageError(str(error)) from None
+
+
+def console_main():
+    app.run(main)

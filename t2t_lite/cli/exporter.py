@@ -1,0 +1,47 @@
+"""t2t-exporter: write a SavedModel that translates raw text, for TF Serving.
+
+    t2t-exporter --problem=translate_ende --data_dir=$DATA_DIR --output_dir=$TRAIN_DIR \
+        --export_dir=$TRAIN_DIR/export --decode_hparams="beam_size=4,alpha=0.6,max_input_length=256"
+
+writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_path), the
+layout TF Serving watches. See `t2t_lite.export` for the signatures and settings.
+"""
+
+import os
+
+from absl import app, flags as absl_flags
+
+from t2t_lite import checkpoints, export, inference, registry
+from t2t_lite.cli import flags
+from t2t_lite.hparam import HParamsError
+
+FLAGS = flags.FLAGS
+
+# t2t-decoder defines the same two flags; allow_override lets both tools share one process (tests).
+absl_flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to export; default: the latest in "
+                         "--output_dir.", allow_override=True)
+absl_flags.DEFINE_string("decode_hparams", "", 'Decoding settings fixed in the export, e.g. "beam_size=4,alpha=0.6,'
+                         'extra_length=50,max_input_length=256".', allow_override=True)
+absl_flags.DEFINE_string("export_dir", None, "Base directory of the exports; each goes to <export_dir>/<step>/.")
+
+
+def main(argv):
+    del argv
+    flags.prepare()
+    flags.require("problem", "data_dir", "export_dir")
+    if not (FLAGS.output_dir or FLAGS.checkpoint_path):
+        raise flags.UsageError("Give --output_dir (the training directory) or --checkpoint_path.")
+    model_dir = FLAGS.output_dir or os.path.dirname(FLAGS.checkpoint_path)
+    problem = flags.problem_from_flags()
+    try:
+        hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
+        export.export_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
+                            FLAGS.export_dir, FLAGS.decode_hparams, FLAGS.model)
+    except (HParamsError, registry.RegistryError) as error:
+        raise flags.UsageError(f"--hparams_set/--hparams/--decode_hparams: {error}") from None
+    except (checkpoints.CheckpointError, export.ExportError, ValueError) as error:
+        raise flags.UsageError(str(error)) from None
+
+
+def console_main():
+    app.run(main)

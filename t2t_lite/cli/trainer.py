@@ -1,0 +1,64 @@
+"""t2t-trainer: train (and evaluate) a model on a problem, as tensor2tensor's t2t-trainer.
+
+    t2t-trainer --problem=translate_ende --hparams_set=transformer_base \\
+        --data_dir=$DATA_DIR --output_dir=$TRAIN_DIR --train_steps=100000
+
+Rerunning the same command resumes from the latest checkpoint in --output_dir.
+"""
+
+from absl import app, flags as absl_flags
+
+from t2t_lite import checkpoints, distribution, trainer
+from t2t_lite.cli import flags
+
+FLAGS = flags.FLAGS
+
+absl_flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train for (the paper: 100,000 base, 300,000 big).")
+absl_flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
+absl_flags.DEFINE_integer("local_eval_frequency", 1000, "Evaluate every this many steps (schedule train_and_evaluate).")
+absl_flags.DEFINE_integer("save_checkpoints_steps", 1000, "Write a checkpoint every this many steps.")
+absl_flags.DEFINE_integer("keep_checkpoint_max", 20, "Keep this many latest checkpoints (t2t-avg-all averages them).")
+absl_flags.DEFINE_enum("schedule", "train_and_evaluate", list(trainer.SCHEDULES),
+                       "train, evaluate (the latest checkpoint, once) or train_and_evaluate.")
+absl_flags.DEFINE_bool("generate_data", False, "Generate the problem's data into --data_dir (from --tmp_dir) first.")
+absl_flags.DEFINE_integer("worker_gpu", 1, "Local GPUs to mirror the model on (MultiWorkerMirroredStrategy under TF_CONFIG).")
+absl_flags.DEFINE_integer("random_seed", 1, "Seed of weight initialisation, dropout and the data order.")
+absl_flags.DEFINE_float("train_minutes", 0.0, "Stop after about this many minutes with a final checkpoint; 0 = no bound.")
+
+
+def _check_flags():
+    flags.require("problem", "hparams_set", "data_dir", "output_dir")
+    for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "worker_gpu"):
+        if getattr(FLAGS, name) < 1:
+            raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be at least 1.")
+    for name in ("eval_steps", "local_eval_frequency", "train_minutes"):
+        if getattr(FLAGS, name) < 0:
+            raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
+    if FLAGS.generate_data:
+        flags.require("tmp_dir")
+
+
+def main(argv):
+    del argv
+    flags.prepare()
+    _check_flags()
+    problem = flags.problem_from_flags()
+    hparams = flags.hparams_from_flags()
+    try:
+        if FLAGS.generate_data:
+            problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+        distribution.strategy_for(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
+        trainer.train_and_evaluate(
+            problem, hparams, FLAGS.data_dir, FLAGS.output_dir, train_steps=FLAGS.train_steps,
+            eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
+            save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+            schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
+            train_minutes=FLAGS.train_minutes, model_name=FLAGS.model)
+    except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
+        raise flags.UsageError(str(error)) from None
+    except trainer.TrainingError as error:
+        raise SystemExit(f"t2t-trainer: {error}") from None
+
+
+def console_main():
+    app.run(main)

@@ -1,0 +1,167 @@
+"""t2t-datagen's work: raw pairs -> subword ids -> sharded, shuffled TFRecord files.
+
+The on-disk format is tensor2tensor's, so its tools and habits carry over:
+`<data_dir>/<problem>-<split>-00000-of-000NN` hold `tf.train.Example`s with int64
+list features `inputs` and `targets`, each ending in EOS (id 1), and the shared
+vocabulary (§5.1) sits beside them as `<data_dir>/vocab.<problem>.model`.
+A split whose files exist is reused, never regenerated; each split is written to
+`.incomplete` files first and renamed at the end, so an interrupted run leaves
+nothing that a second run would mistake for finished data.
+
+    report = datagen.generate(registry.problem("translate_ende"), data_dir, tmp_dir)
+"""
+
+import collections
+import dataclasses
+import os
+import random
+import re
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.vocabulary import EOS_ID, normalize_text
+
+SPLITS = ("train", "dev", "test")
+# Why a pair is not written; the report counts each.
+DROP_EMPTY = "empty side"
+DROP_TOO_LONG = "too long"
+DROP_IDENTICAL = "identical source and target"
+_ENCODE_BATCH = 512  # sentences tokenized per call of the in-graph tokenizer
+_PROGRESS_EVERY = 1000
+_SHUFFLE_SEED = 1234  # fixed, so two runs on the same raw data write the same files
+
+
+@dataclasses.dataclass
+class DatagenReport:
+    """What one run of `generate` did, per split."""
+
+    problem: str
+    written: dict = dataclasses.field(default_factory=dict)
+    dropped: dict = dataclasses.field(default_factory=dict)  # split -> Counter of reasons
+    reused: list = dataclasses.field(default_factory=list)
+    missing: list = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = []
+        for split in SPLITS:
+            if split in self.reused:
+                lines.append(f"{self.problem} {split}: files exist, reused.")
+            elif split in self.missing:
+                lines.append(f"{self.problem} {split}: no raw data for this split, nothing written.")
+            elif split in self.written:
+                dropped = self.dropped.get(split, collections.Counter())
+                reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
+                lines.append(
+                    f"{self.problem} {split}: wrote {self.written[split]} pairs; "
+                    f"dropped {sum(dropped.values())}" + (f" ({reasons})." if reasons else ".")
+                )
+        return "\n".join(lines)
+
+
+def generate(problem, data_dir: str, tmp_dir: str) -> DatagenReport:
+    """Runs `problem.generate_data` and prints what was written and dropped."""
+    os.makedirs(data_dir, exist_ok=True)
+    os.makedirs(tmp_dir, exist_ok=True)
+    report = problem.generate_data(data_dir, tmp_dir)
+    print(report.summary())
+    return report
+
+
+# -- File names ---------------------------------------------------------------------
+
+def shard_filenames(data_dir: str, base_name: str, split: str, num_shards: int) -> list:
+    return [
+        os.path.join(data_dir, f"{base_name}-{split}-{index:05d}-of-{num_shards:05d}")
+        for index in range(num_shards)
+    ]
+
+
+def filepattern(data_dir: str, base_name: str, split: str) -> str:
+    return os.path.join(data_dir, f"{base_name}-{split}-*-of-*")
+
+
+def complete_shards(data_dir: str, base_name: str, split: str) -> list:
+    """The split's files when all NN of `-of-000NN` are there, else []."""
+    shard = re.compile(re.escape(f"{base_name}-{split}-") + r"\d{5}-of-(\d{5})$")
+    files = sorted(name for name in tf.io.gfile.glob(filepattern(data_dir, base_name, split))
+                   if shard.search(name))
+    if files and len(files) == int(shard.search(files[0]).group(1)):
+        return files
+    return []
+
+
+# -- From text pairs to id pairs ----------------------------------------------------
+
+def clean_pairs(pairs, drops: collections.Counter, drop_reason):
+    """Normalized (source, target) pairs; a pair for which `drop_reason` names a reason is counted in `drops`."""
+    for source, target in pairs:
+        source, target = normalize_text(source), normalize_text(target)
+        reason = drop_reason(source, target)
+        if reason:
+            drops[reason] += 1
+        else:
+            yield source, target
+
+
+def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: int = 0):
+    """(inputs, targets) id lists ending in EOS, tokenized in the tf.data graph.
+
+    Pairs with a side longer than `max_length` ids (EOS included; 0 = no limit)
+    are counted in `drops` as too long.
+    """
+    text = tf.data.Dataset.from_generator(
+        lambda: pairs, output_signature=tf.TensorSpec([2], tf.string)
+    ).batch(_ENCODE_BATCH)
+    ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
+    for inputs_batch, targets_batch in ids.as_numpy_iterator():
+        for inputs, targets in zip(inputs_batch, targets_batch):
+            inputs, targets = list(inputs) + [EOS_ID], list(targets) + [EOS_ID]
+            if max_length and max(len(inputs), len(targets)) > max_length:
+                drops[DROP_TOO_LONG] += 1
+            else:
+                yield inputs, targets
+
+
+# -- Writing ------------------------------------------------------------------------
+
+def example_proto(inputs, targets) -> bytes:
+    """tensor2tensor's record: a tf.train.Example with int64 lists `inputs` and `targets`."""
+    feature = {
+        "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
+        "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def write_shuffled_shards(examples, filenames: list, description: str) -> int:
+    """Writes (inputs, targets) pairs to `filenames`, shuffled; returns how many.
+
+    Like tensor2tensor: each example goes to a random shard, then each shard is
+    shuffled in memory, so memory holds one shard at a time, not the corpus.
+    """
+    rng = random.Random(_SHUFFLE_SEED)
+    partial_names = [name + ".incomplete" for name in filenames]
+    progress = keras.utils.Progbar(None, unit_name="pair")
+    print(f"Writing {description}:")
+    count = 0
+    writers = [tf.io.TFRecordWriter(name) for name in partial_names]
+    try:
+        for inputs, targets in examples:
+            writers[rng.randrange(len(writers))].write(example_proto(inputs, targets))
+            count += 1
+            if count % _PROGRESS_EVERY == 0:
+                progress.update(count)
+    finally:
+        for writer in writers:
+            writer.close()
+    progress.update(count, finalize=True)
+    for partial, final in zip(partial_names, filenames):
+        records = list(tf.data.TFRecordDataset(partial).as_numpy_iterator())
+        rng.shuffle(records)
+        with tf.io.TFRecordWriter(final + ".incomplete-shuffled") as writer:
+            for record in records:
+                writer.write(record)
+        os.replace(final + ".incomplete-shuffled", final)
+        os.remove(partial)
+    return count

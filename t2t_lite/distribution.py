@@ -1,0 +1,50 @@
+"""Data parallelism across devices (§5.2: "one machine with 8 NVIDIA P100 GPUs").
+
+`--worker_gpu=N` (tensor2tensor's flag) mirrors the model on N local devices with
+`tf.distribute.MirroredStrategy`: each replica takes its share of the global batch and
+the gradients are summed across replicas before every update (see `trainer.StepFunctions`).
+Beyond one machine, set `TF_CONFIG` (TensorFlow's standard cluster description) on every
+worker and `MultiWorkerMirroredStrategy` spans them all.
+
+    t2t-trainer ... --worker_gpu=8                               # one machine, 8 GPUs
+    TF_CONFIG='{"cluster": {"worker": ["host1:2222", "host2:2222"]},
+                "task": {"type": "worker", "index": 0}}' t2t-trainer ... --worker_gpu=8
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+
+def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
+    """MultiWorkerMirroredStrategy under TF_CONFIG, MirroredStrategy for worker_gpu > 1, else the default."""
+    if worker_gpu < 1:
+        raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
+    if _cluster_workers() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if worker_gpu == 1:
+        return tf.distribute.get_strategy()
+    return tf.distribute.MirroredStrategy(local_devices(worker_gpu))
+
+
+def local_devices(count: int) -> list:
+    """The first `count` logical GPUs, or logical CPUs where there is no GPU (as in the tests)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    if len(devices) < count:
+        kind = "GPUs" if gpus else "devices (no GPU found)"
+        raise ValueError(f"--worker_gpu={count}: this machine has only {len(devices)} {kind}; "
+                         f"lower --worker_gpu or check CUDA_VISIBLE_DEVICES.")
+    return [device.name for device in devices[:count]]
+
+
+def _cluster_workers() -> int:
+    config = os.environ.get("TF_CONFIG")
+    if not config:
+        return 0
+    try:
+        cluster = json.loads(config).get("cluster", {})
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON ({error}); see tf.distribute.cluster_resolver.") from None
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))

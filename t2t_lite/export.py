@@ -1,0 +1,204 @@
+"""Export for serving: a SavedModel that takes raw text and returns translations (§6.1 decoding).
+
+tensor2tensor exported a graph that took serialized `tf.Example`s of token ids, so a
+client had to tokenize exactly as the trainer did. `export_model` instead writes a
+SavedModel whose graph holds the whole of `t2t-decoder`'s path:
+
+    text -> whitespace normalization -> SentencePiece ids (+ EOS) -> beam search with the
+    key/value cache (`t2t_lite.decoding.decode`) -> best hypothesis -> SentencePiece text
+
+Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
+  serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch]
+  translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch]
+`translate_ids` is for clients that tokenize themselves: each row holds a sentence's
+SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped);
+`outputs` are the best hypothesis' ids as `decode_batch` returns them (EOS included
+unless the length limit was reached, then 0-padded). `scores` are log P(Y|X) / lp(Y).
+
+Inputs longer than `max_input_length - 1` subwords are cut to their first
+`max_input_length - 1` subwords before EOS is appended (the model sees at most
+`max_input_length` ids); each sentence emits at most its input length + `extra_length`
+subwords. The decode settings are fixed at export and recorded, with the problem and
+the hparams, in `assets/t2t_export.json`; the vocabulary's `.model` file is copied
+to `assets/` too. The graph needs only TensorFlow and the tensorflow-text ops
+(SentencePiece), both in the stock `tensorflow/serving` image: no Python code of
+this project runs at load time, and the only variables are the model's weights,
+restored from the checkpoint.
+
+`<export_dir>/<version>/` is the layout TF Serving watches; the version is the
+checkpoint's step. The SavedModel is written to a hidden staging directory and
+renamed into place, so a server never sees half an export.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import tensorflow as tf
+
+from t2t_lite import checkpoints, decoding, inference
+from t2t_lite.hparam import parse_overrides
+from t2t_lite.models import DEFAULT_LEARNED_POSITIONS
+
+EXPORT_CONFIG_FILE = "t2t_export.json"
+TEXT_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "translate_ids"
+PAD_ID = 0
+EOS_ID = decoding.EOS_ID
+
+
+class ExportError(RuntimeError):
+    """The export cannot be written (version exists, vocabulary unsuited); says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportHParams:
+    """Decode settings baked into an export (`--decode_hparams="beam_size=4,max_input_length=256"`)."""
+
+    beam_size: int = 4  # Beam width; 1 = greedy.
+    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
+    extra_length: int = 50  # Maximum output length = input length + extra_length.
+    max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
+
+    def __post_init__(self):
+        if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
+            raise ValueError(f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length "
+                             f"≥ 0 (got {self}).")
+
+
+def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
+    """t2t-decoder's precedence (hparams, then the problem's defaults, then `overrides`).
+
+    max_input_length defaults to hparams.max_length, the longest sequence trained on
+    (or the learned-position table's size when max_length is 0).
+    """
+    decode = inference.decode_hparams(hparams, problem)
+    settings = ExportHParams(decode.beam_size, decode.alpha, decode.extra_length,
+                             hparams.max_length or DEFAULT_LEARNED_POSITIONS)
+    return dataclasses.replace(settings, **parse_overrides(ExportHParams, overrides))
+
+
+# -- The graph -----------------------------------------------------------------------------
+def python_whitespace_pattern() -> str:
+    """An RE2 class of every character Python's `str.split()` splits on (not only ASCII)."""
+    spaces = (chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace())
+    return "[" + "".join(f"\\x{{{ord(space):x}}}" for space in spaces) + "]+"
+
+
+def normalize_text_op(texts, whitespace_pattern: str):
+    """`vocabulary.normalize_text` as TensorFlow ops: whitespace runs -> one space, ends stripped."""
+    return tf.strings.strip(tf.strings.regex_replace(texts, whitespace_pattern, " "))
+
+
+def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
+    """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
+    ids = ids[:, :max_input_length - 1]
+    eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype)))
+    return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
+
+
+def hypothesis_tokens(ids) -> tf.RaggedTensor:
+    """What `Vocabulary.decode` reads of decoded ids [batch, length]: up to the first EOS, padding dropped."""
+    before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
+    return tf.ragged.boolean_mask(ids, before_eos & (ids != PAD_ID))
+
+
+def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
+    """A tf.Module holding the model's weights, the tokenizer and the two signature functions.
+
+    The Keras model itself is left out of the object graph (only closures refer to it),
+    so the SavedModel holds plain variables and functions that load without Keras.
+    """
+    tokenizer = vocabulary.tokenizer
+    whitespace = python_whitespace_pattern()
+
+    def decode_best(ids: tf.RaggedTensor):
+        hypotheses, scores = decoding.decode(
+            model, model_inputs(ids, settings.max_input_length), beam_size=settings.beam_size,
+            alpha=settings.alpha, extra_length=settings.extra_length)
+        return hypotheses[:, 0], scores[:, 0]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def translate(inputs):
+        ids, scores = decode_best(tokenizer.tokenize(normalize_text_op(inputs, whitespace)))
+        return {"outputs": tokenizer.detokenize(hypothesis_tokens(ids)), "scores": scores}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
+    def translate_ids(inputs):
+        ids, scores = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
+        return {"outputs": ids, "scores": scores}
+
+    module = tf.Module(name="t2t_lite_translator")
+    # The tf.Variables behind the Keras variables: TF Serving's loader restores the variables
+    # the functions read only when those are the tracked objects themselves (a tracked Keras
+    # variable is exported as a copy, which TF Serving would restore instead).
+    module.model_weights = [weight.value for weight in model.weights]
+    module.tokenizer = tokenizer
+    module.translate = translate
+    module.translate_ids = translate_ids
+    return module
+
+
+# -- Writing ------------------------------------------------------------------------------
+def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vocabulary_file: str) -> dict:
+    """The contents of assets/t2t_export.json: what was exported, and how it decodes."""
+    return {
+        "problem": problem.name,
+        "checkpoint": os.path.abspath(checkpoint),
+        "step": checkpoints.checkpoint_step(checkpoint),
+        "vocabulary": vocabulary_file,
+        "decode_hparams": dataclasses.asdict(settings),
+        "hparams": json.loads(hparams.to_json()),
+        "signatures": {
+            TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]"},
+            IDS_SIGNATURE: {"inputs": "int32 [batch, length]", "outputs": "int32 [batch, length]",
+                            "scores": "float32 [batch]"},
+        },
+    }
+
+
+def version_dir(export_dir: str, checkpoint: str) -> str:
+    """`<export_dir>/<step>`; an existing version is never overwritten."""
+    path = os.path.join(export_dir, str(checkpoints.checkpoint_step(checkpoint)))
+    if os.path.exists(path):
+        raise ExportError(
+            f"{path} already exists: version {os.path.basename(path)} (the step of {checkpoint}) was exported "
+            f"before and is never overwritten, since a server may be serving it. Export a later checkpoint "
+            f"(--checkpoint_path), choose another --export_dir, or delete {path} yourself.")
+    return path
+
+
+def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, export_dir: str,
+                 decode_overrides: str = "", model_name: str = "transformer") -> str:
+    """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
+    vocabulary = problem.vocabulary(data_dir)
+    if getattr(vocabulary, "model_path", None) is None:
+        raise ExportError(f"--problem={problem.name}: its vocabulary is not a SentencePiece model; the export "
+                          f"tokenizes in-graph with SentencePiece, so only text problems can be exported.")
+    settings = export_hparams(hparams, problem, decode_overrides)
+    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
+        raise ExportError(f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
+                          f"position table (hparams max_length={hparams.max_length}); lower it.")
+    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
+    final_dir = version_dir(export_dir, checkpoint)
+    model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name)
+    module = serving_module(model, vocabulary, settings)
+    config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
+    # TF Serving loads only directories named by a number, so the hidden staging one is ignored.
+    staging = os.path.join(export_dir, f".{os.path.basename(final_dir)}.incomplete-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    with tempfile.TemporaryDirectory() as config_dir:
+        config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
+        with open(config_path, "w") as file:
+            json.dump(config, file, indent=2, sort_keys=True)
+        module.export_config = tf.saved_model.Asset(config_path)
+        module.vocabulary_file = tf.saved_model.Asset(vocabulary.model_path)
+        tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
+                                                        IDS_SIGNATURE: module.translate_ids})
+    os.rename(staging, final_dir)
+    print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
+          f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids)")
+    return final_dir

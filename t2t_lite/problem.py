@@ -1,0 +1,177 @@
+"""Problems: a task's raw data, vocabulary, on-disk examples and defaults, as in tensor2tensor.
+
+A `Problem` is what `--problem` names. It knows how to turn raw data into
+tensor2tensor's TFRecord files (`generate_data`, run by t2t-datagen), which
+vocabulary maps its text to ids (`vocabulary`), how to read the examples back
+(`dataset`: a tf.data.Dataset of `{"inputs": int32[len], "targets": int32[len]}`,
+each ending in EOS = 1), and the decoding defaults and metrics of its task (§6).
+`name_rev` problems (`was_reversed=True`) swap inputs and targets and reuse the
+files of the base problem, as tensor2tensor's `_rev` does.
+
+`TextProblem` is the base of every problem whose raw data are sentence pairs:
+a subclass only says where its pairs come from (`text_pairs`) and how big its
+shared BPE vocabulary is (`approx_vocab_size`, §5.1).
+"""
+
+import abc
+import collections
+import os
+
+import tensorflow as tf
+
+from t2t_lite import datagen, registry
+from t2t_lite.vocabulary import Vocabulary, train_vocabulary
+
+MODES = datagen.SPLITS  # "train", "dev", "test"
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"Unknown mode {mode!r}; expected one of {', '.join(MODES)}.")
+
+
+class Problem(abc.ABC):
+    """A registered task: data generation, vocabulary, examples and defaults."""
+
+    has_inputs = True  # False for language-model problems (targets only).
+    eval_metrics = []  # Names of the metrics t2t-eval reports, e.g. ["bleu"].
+    num_shards = {"train": 10, "dev": 1, "test": 1}
+
+    def __init__(self, was_reversed: bool = False):
+        self.was_reversed = was_reversed
+
+    # -- Names ------------------------------------------------------------------------
+    @property
+    def base_name(self) -> str:
+        """The registered name, without `_rev`: the prefix of the data files."""
+        # The registry keeps no reverse map, so look the class up in its table.
+        for name, registered in registry._PROBLEMS.items():
+            if registered is type(self):
+                return name
+        return registry.default_name(type(self))
+
+    @property
+    def name(self) -> str:
+        return self.base_name + (registry.REVERSE_SUFFIX if self.was_reversed else "")
+
+    # -- Task defaults ----------------------------------------------------------------
+    def decode_defaults(self) -> dict:
+        """beam_size / alpha / extra_length this task decodes with; {} = the hparams' values."""
+        return {}
+
+    # -- Vocabulary -------------------------------------------------------------------
+    @abc.abstractmethod
+    def vocabulary(self, data_dir: str):
+        """The Vocabulary (or SymbolVocabulary) of inputs and targets."""
+
+    def vocab_size(self, data_dir: str) -> int:
+        """Read from the vocabulary, so a model always matches the data it is fed."""
+        return self.vocabulary(data_dir).vocab_size
+
+    # -- Data -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
+        """Writes the vocabulary and the TFRecord files of every split; reuses what exists."""
+
+    def filepattern(self, data_dir: str, mode: str) -> str:
+        check_mode(mode)
+        return datagen.filepattern(data_dir, self.base_name, mode)
+
+    def dataset(self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None) -> tf.data.Dataset:
+        """The examples of `mode` as `{"inputs", "targets"}` int32 vectors ending in EOS.
+
+        `shuffle_files` (default: only in "train") shuffles the order of the shards
+        with `seed`; otherwise shards are read one after another, in file order.
+        `hparams` is accepted for tensor2tensor's signature; batching by hparams
+        happens in `t2t_lite.input_pipeline.batched_dataset`.
+        """
+        del hparams
+        files = datagen.complete_shards(data_dir, self.base_name, mode)
+        if not files:
+            raise FileNotFoundError(
+                f"No {mode} data for problem {self.name}: nothing matches {self.filepattern(data_dir, mode)}. "
+                f"Run t2t-datagen --problem={self.base_name} --data_dir={data_dir} --tmp_dir=<raw data dir>."
+            )
+        if shuffle_files is None:
+            shuffle_files = mode == "train"
+        filenames = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle_files:
+            filenames = filenames.shuffle(len(files), seed=seed)
+        records = filenames.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(len(files), 8) if shuffle_files else 1,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        return records.map(self._parse_example, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def _parse_example(self, record):
+        features = {
+            "inputs": tf.io.VarLenFeature(tf.int64),
+            "targets": tf.io.VarLenFeature(tf.int64),
+        }
+        parsed = tf.io.parse_single_example(record, features)
+        inputs = tf.cast(tf.sparse.to_dense(parsed["inputs"]), tf.int32)
+        targets = tf.cast(tf.sparse.to_dense(parsed["targets"]), tf.int32)
+        if self.was_reversed:
+            inputs, targets = targets, inputs
+        return {"inputs": inputs, "targets": targets}
+
+
+class TextProblem(Problem):
+    """Sentence pairs with one shared BPE vocabulary (§5.1), trained on the training pairs."""
+
+    eval_metrics = ["bleu"]
+    approx_vocab_size = 8000  # Requested vocabulary size; small corpora may learn fewer.
+    max_vocab_sentences = 1_000_000  # Sentences sampled to train the vocabulary on large corpora.
+    max_subword_length = 1024  # Training pairs with a longer side (in ids) are dropped at datagen.
+    drop_identical_pairs = False  # Drop pairs whose source equals their target (e.g. untranslated).
+
+    @abc.abstractmethod
+    def text_pairs(self, tmp_dir: str, split: str):
+        """An iterable of (source, target) strings of `split`, or None when the split has no raw data."""
+
+    def drop_reason(self, source: str, target: str):
+        """Why a normalized pair is not written (one of datagen's DROP_* reasons), or None to keep it."""
+        if not source or not target:
+            return datagen.DROP_EMPTY
+        if self.drop_identical_pairs and source == target:
+            return datagen.DROP_IDENTICAL
+        return None
+
+    def vocab_filename(self) -> str:
+        return f"vocab.{self.base_name}.model"
+
+    def vocabulary(self, data_dir: str) -> Vocabulary:
+        return Vocabulary(os.path.join(data_dir, self.vocab_filename()))
+
+    def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
+        report = datagen.DatagenReport(self.base_name)
+        vocabulary = self._vocabulary_or_train(data_dir, tmp_dir)
+        for split in datagen.SPLITS:
+            if datagen.complete_shards(data_dir, self.base_name, split):
+                report.reused.append(split)
+                continue
+            pairs = self.text_pairs(tmp_dir, split)
+            if pairs is None:
+                report.missing.append(split)
+                continue
+            drops = report.dropped.setdefault(split, collections.Counter())
+            cleaned = datagen.clean_pairs(pairs, drops, self.drop_reason)
+            # Only training drops long pairs: dev and test are scored on every sentence.
+            max_length = self.max_subword_length if split == "train" else 0
+            examples = datagen.encode_pairs(cleaned, vocabulary.tokenizer, drops, max_length=max_length)
+            filenames = datagen.shard_filenames(data_dir, self.base_name, split, self.num_shards[split])
+            report.written[split] = datagen.write_shuffled_shards(examples, filenames, f"{self.base_name} {split}")
+        return report
+
+    def _vocabulary_or_train(self, data_dir: str, tmp_dir: str) -> Vocabulary:
+        path = os.path.join(data_dir, self.vocab_filename())
+        if os.path.exists(path):
+            return Vocabulary(path)
+        pairs = self.text_pairs(tmp_dir, "train")
+        if pairs is None:
+            raise FileNotFoundError(f"Problem {self.base_name} found no training data in --tmp_dir={tmp_dir}.")
+        print(f"Training a {self.approx_vocab_size}-piece BPE vocabulary for {self.base_name} -> {path}")
+        sides = (side for pair in pairs for side in pair)
+        return train_vocabulary(sides, path, self.approx_vocab_size, max_sentences=self.max_vocab_sentences)

@@ -1,0 +1,77 @@
+"""The optimizer and learning-rate schedule of §5.3 (eq. 3).
+
+Adam with β1 = 0.9, β2 = 0.98, ε = 1e-9 and
+
+    lrate = learning_rate · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)     (eq. 3)
+
+rising linearly for the first `warmup_steps` steps, then decaying with the inverse
+square root of the step. `learning_rate` (tensor2tensor's multiplier, 1.0 = the paper)
+scales the whole curve.
+
+Keras optimizers count `iterations` from 0 and call the schedule with that count
+before incrementing it, so the schedule reads its argument as the number of updates
+already made and evaluates eq. 3 at step = iterations + 1: the first update uses
+step 1, never the zero learning rate of step 0.
+"""
+
+import keras
+from keras import ops
+
+
+class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Eq. 3 ("Noam" in tensor2tensor), called with the optimizer's 0-based `iterations`.
+
+    Args:
+      hidden_size: d_model.
+      warmup_steps: warmup_steps of eq. 3.
+      learning_rate: constant multiplier on eq. 3 (1.0 = the paper).
+
+    Example:
+      schedule = NoamSchedule(512, 4000)
+      schedule(0)     # eq. 3 at step 1: 512**-0.5 * 4000**-1.5
+    """
+
+    def __init__(self, hidden_size, warmup_steps, learning_rate=1.0):
+        self.hidden_size = hidden_size
+        self.warmup_steps = warmup_steps
+        self.learning_rate = learning_rate
+
+    def __call__(self, iterations):
+        step = ops.cast(iterations, "float32") + 1.0
+        warmup = float(max(self.warmup_steps, 1))
+        return (
+            self.learning_rate
+            * self.hidden_size**-0.5
+            * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
+        )
+
+    def get_config(self):
+        return {
+            "hidden_size": self.hidden_size,
+            "warmup_steps": self.warmup_steps,
+            "learning_rate": self.learning_rate,
+        }
+
+
+def learning_rate_schedule(hparams) -> NoamSchedule:
+    """Eq. 3 with d_model, warmup_steps and the multiplier taken from the hparams."""
+    return NoamSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
+
+
+def adam_optimizer(hparams) -> keras.optimizers.Optimizer:
+    """Adam of §5.3 on the eq. 3 schedule; float16 activations get dynamic loss scaling.
+
+    `clip_grad_norm` > 0 clips the global gradient norm (not in the paper). Under several
+    replicas Keras clips each replica's share before summing them, so leave it at 0 there.
+    """
+    optimizer = keras.optimizers.Adam(
+        learning_rate=learning_rate_schedule(hparams),
+        beta_1=hparams.optimizer_adam_beta1,
+        beta_2=hparams.optimizer_adam_beta2,
+        epsilon=hparams.optimizer_adam_epsilon,
+        global_clipnorm=hparams.clip_grad_norm or None,
+    )
+    if hparams.activation_dtype == "float16":
+        # float16 gradients underflow without scaling; bfloat16 has float32's exponent range.
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer

@@ -1,0 +1,365 @@
+"""Training (§5): batches of about 25,000 target tokens, Adam on eq. 3, checkpoints, evaluation.
+
+`train_and_evaluate` is the library entry point of `t2t-trainer`. The loop is written
+out (tf.GradientTape, no `model.fit`) so the paper's batch, the loss normalisation
+and the checkpoints are explicit:
+
+* One optimizer step sees `hparams.tokens_per_step` target tokens (§5.1: "approximately
+  25000 source tokens and 25000 target tokens"). When replicas × `hparams.batch_size`
+  is smaller, k = ceil(tokens_per_step / (replicas · batch_size)) micro-batches are
+  accumulated first. The step's gradient is that of the summed loss divided by the
+  non-padding target tokens of all k micro-batches on all replicas, so it equals the
+  gradient of one big batch.
+* The step, the optimizer state, the position of the data and the dropout RNG state are
+  all in the checkpoint, so a restarted command continues the interrupted run exactly.
+  Batches of epoch e come from `batched_dataset(..., seed=random_seed + e)`; the
+  checkpoint holds (e, batches already taken from it).
+* A NaN or infinite loss stops training before the next save, so the latest
+  checkpoint stays a good one.
+
+FLOPs per step (printed at start, and used by bench/train.py) are estimated as
+    6 · tokens · P_matmul + 6 · tokens · n · (N_enc + 2 · N_dec) · (d_k·h + d_v·h)
+where P_matmul counts the weights used in matrix products per token (attention and
+feed-forward kernels of every layer, plus the d_model × V pre-softmax projection; the
+embedding lookups are not products), 6 = 2 FLOPs per multiply-add × (forward + 2×
+backward), and the second term is QKᵀ and the weighted sum of values over n positions
+(source and target lengths taken equal to the padded target length n).
+"""
+
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from t2t_lite import checkpoints, distribution, input_pipeline, loss, registry
+from t2t_lite.schedule import adam_optimizer
+
+SCHEDULES = ("train", "evaluate", "train_and_evaluate")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a NaN or infinite loss); the latest checkpoint is the last good one."""
+
+
+# -- Sizes the user sees at start ------------------------------------------------------
+def micro_batches_per_step(hparams, num_replicas: int) -> int:
+    """k of gradient accumulation: micro-batches per optimizer update (1 = none)."""
+    per_micro_batch = num_replicas * hparams.batch_size
+    if not hparams.tokens_per_step or hparams.tokens_per_step <= per_micro_batch:
+        return 1
+    return math.ceil(hparams.tokens_per_step / per_micro_batch)
+
+
+def matmul_parameters(hparams, vocab_size: int) -> int:
+    """Weights used in matrix products per token (see the module docstring)."""
+    d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size
+    attention = d * kc * 2 + d * vc * 2  # query and key, value and output projections
+    feed_forward = 2 * d * ff
+    return (hparams.encoder_layers * (attention + feed_forward)
+            + hparams.decoder_layers * (2 * attention + feed_forward) + d * vocab_size)
+
+
+def flops_per_step(hparams, vocab_size: int, tokens: float, length: int) -> float:
+    """Estimated training FLOPs for `tokens` target tokens padded to `length` (module docstring)."""
+    attention_layers = hparams.encoder_layers + 2 * hparams.decoder_layers
+    channels = hparams.key_channels + hparams.value_channels
+    return 6.0 * tokens * (matmul_parameters(hparams, vocab_size) + length * attention_layers * channels)
+
+
+# -- The step functions ----------------------------------------------------------------
+def _gradients(model, optimizer, batch, hparams, scale):
+    """Gradients of scale × (summed smoothed loss), and the batch's (loss sum, NLL sum, tokens)."""
+    with tf.GradientTape() as tape:
+        logits = model(batch, training=True)
+        loss_sum, nll_sum, tokens = loss.padded_cross_entropy(logits, batch["targets"], hparams.label_smoothing)
+        scaled = loss_sum * scale
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            scaled = optimizer.scale_loss(scaled)
+    gradients = tape.gradient(scaled, model.trainable_variables)
+    return gradients, tf.stack([loss_sum, nll_sum, tokens])
+
+
+def _target_tokens(batch):
+    return tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], loss.PADDING_ID), tf.float32))
+
+
+class StepFunctions:
+    """The compiled `train_step` (k = 1) or `accumulate_step` + `apply_step` (k > 1), and `eval_step`.
+
+    Each replica computes gradients of its summed loss; the Keras optimizer sums them over
+    replicas, so dividing by the token count of the whole step (all replicas, all k
+    micro-batches) gives the big batch's mean-loss gradient. Steps return the sums
+    [loss, NLL, tokens] of what they saw, reduced over replicas.
+    """
+
+    def __init__(self, model, optimizer, hparams, strategy):
+        self.model, self.optimizer, self.hparams, self.strategy = model, optimizer, hparams, strategy
+        # XLA compiles forward and backward; the optimizer and the all-reduce stay outside it.
+        self._gradients = tf.function(_gradients, jit_compile=hparams.xla_compile, reduce_retracing=True)
+        with strategy.scope():
+            on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.SUM)
+            self._accumulated = None
+            self._accumulated_sums = tf.Variable(tf.zeros([3]), **on_read)
+            self._on_read = on_read
+        self.train_step = tf.function(self._train_step, reduce_retracing=True)
+        self.accumulate_step = tf.function(self._accumulate_step, reduce_retracing=True)
+        self.apply_step = tf.function(self._apply_step)
+        self.eval_step = tf.function(self._eval_step, reduce_retracing=True)
+
+    def _reduce(self, per_replica):
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def _train_step(self, batch):
+        def replica_step(batch):
+            context = tf.distribute.get_replica_context()
+            step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, _target_tokens(batch))
+            gradients, sums = self._gradients(self.model, self.optimizer, batch, self.hparams,
+                                              1.0 / tf.maximum(step_tokens, 1.0))
+            self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+            return sums
+        return self._reduce(self.strategy.run(replica_step, args=(batch,)))
+
+    def build_accumulators(self):
+        """Zero gradient sums, one per trainable variable, local to each replica (k > 1 only)."""
+        with self.strategy.scope():
+            self._accumulated = [tf.Variable(tf.zeros(v.shape, v.dtype), **self._on_read)
+                                 for v in self.model.trainable_variables]
+
+    def _accumulate_step(self, batch):
+        def replica_step(batch):
+            # Dividing by the micro-batch's token budget keeps float16 sums in range.
+            gradients, sums = self._gradients(self.model, self.optimizer, batch, self.hparams,
+                                              1.0 / self.hparams.batch_size)
+            for accumulated, gradient in zip(self._accumulated, gradients):
+                accumulated.assign_add(tf.convert_to_tensor(gradient))
+            self._accumulated_sums.assign_add(sums)
+            return sums
+        return self._reduce(self.strategy.run(replica_step, args=(batch,)))
+
+    def _apply_step(self):
+        def replica_step():
+            context = tf.distribute.get_replica_context()
+            step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, self._accumulated_sums.read_value()[2])
+            scale = self.hparams.batch_size / tf.maximum(step_tokens, 1.0)
+            gradients = [accumulated.read_value() * scale for accumulated in self._accumulated]
+            self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+            for accumulated in self._accumulated + [self._accumulated_sums]:
+                accumulated.assign(tf.zeros_like(accumulated))
+        self.strategy.run(replica_step)
+
+    def _eval_step(self, batch):
+        logits = self.model(batch, training=False)
+        return loss.eval_sums(logits, batch["targets"], self.hparams.label_smoothing)
+
+    def all_finite(self) -> bool:
+        """Whether every model weight is finite (checked before each save)."""
+        return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]))
+
+
+# -- Data, in an order that a restart can find again -------------------------------------
+class TrainingBatches:
+    """Endless training batches; epoch e is shuffled with seed random_seed + e.
+
+    `epoch` and `batches_taken` are variables saved in the checkpoint, so a resumed run
+    skips straight to the batch the interrupted run would have taken next.
+    """
+
+    def __init__(self, problem, data_dir, hparams, random_seed, strategy):
+        self.problem, self.data_dir, self.hparams = problem, data_dir, hparams
+        self.random_seed, self.strategy = random_seed, strategy
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
+        self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
+        self._iterator = None
+
+    def _epoch_iterator(self):
+        dataset = input_pipeline.batched_dataset(
+            self.problem, "train", self.data_dir, self.hparams, shuffle=True, repeat=False,
+            seed=self.random_seed + int(self.epoch.numpy()), num_replicas=self.strategy.num_replicas_in_sync)
+        dataset = dataset.skip(int(self.batches_taken.numpy()))
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    def next(self):
+        if self._iterator is None:
+            self._iterator = self._epoch_iterator()
+        for _ in range(2):
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                self.epoch.assign_add(1)
+                self.batches_taken.assign(0)
+                self._iterator = self._epoch_iterator()
+                continue
+            self.batches_taken.assign_add(1)
+            return batch
+        raise ValueError(f"Problem {self.problem.name}: the train split in {self.data_dir} gives no batches.")
+
+
+# -- Evaluation -------------------------------------------------------------------------
+def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int = 0) -> dict:
+    """Loss, perplexity and token/sequence accuracy on the dev split (`eval_steps` batches, 0 = all)."""
+    dataset = input_pipeline.batched_dataset(problem, "dev", data_dir, hparams, shuffle=False, repeat=False)
+    if eval_steps:
+        dataset = dataset.take(eval_steps)
+    totals = None
+    for batch in dataset:
+        sums = {name: value.numpy().astype(np.float64) for name, value in steps.eval_step(batch).items()}
+        totals = sums if totals is None else {name: totals[name] + sums[name] for name in sums}
+    if totals is None:
+        raise ValueError(f"Problem {problem.name}: the dev split in {data_dir} gives no batches.")
+    return loss.eval_metrics(totals)
+
+
+# TensorBoard's scalar-plugin tag, written with the core op so training needs no tensorboard package.
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
+
+
+def _write_summaries(writer, step: int, values: dict) -> None:
+    """Scalars for TensorBoard (`tensorboard --logdir=OUTPUT_DIR`)."""
+    with writer.as_default(step=step):
+        for name, value in values.items():
+            tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+    writer.flush()
+
+
+# -- The entry point ------------------------------------------------------------------------
+def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
+                       local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
+                       schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
+                       summary_steps=100, model_name="transformer", log=print) -> dict:
+    """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
+
+    `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
+    (evaluate every `local_eval_frequency` steps and at the end). Training stops at
+    `train_steps` or after `train_minutes` of wall-clock time (0 = no bound), with a final
+    checkpoint. TensorBoard scalars (loss, learning rate, tokens/s) are written every
+    `summary_steps` steps. Returns the last evaluation's metrics ({} if none ran).
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
+    keras.utils.set_random_seed(random_seed)
+    strategy = distribution.strategy_for(worker_gpu)
+    vocab_size = problem.vocab_size(data_dir)
+    with strategy.scope():
+        model = checkpoints.build_model(hparams, vocab_size, model_name)
+        optimizer = adam_optimizer(hparams)
+        optimizer.build(model.trainable_variables)
+    steps = StepFunctions(model, optimizer, hparams, strategy)
+    batches = TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
+    checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
+                                                 data_batches_taken=batches.batches_taken)
+    manager = checkpoints.checkpoint_manager(checkpoint, output_dir, keep_checkpoint_max)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        log(f"Restored {manager.latest_checkpoint} (step {int(optimizer.iterations.numpy())}).")
+    elif schedule == "evaluate":
+        raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
+    checkpoints.write_model_info(output_dir, hparams, problem.name, model_name, vocab_size)
+
+    if schedule == "evaluate":
+        return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+    k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
+    if k > 1:
+        steps.build_accumulators()
+    log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
+        f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
+        f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+    if not manager.latest_checkpoint:
+        manager.save(checkpoint_number=0)
+    evaluating = schedule == "train_and_evaluate"
+    metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps,
+                          eval_steps, local_eval_frequency if evaluating else 0, save_checkpoints_steps,
+                          summary_steps, train_minutes, vocab_size, log)
+    if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
+        metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+    return metrics
+
+
+def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log):
+    step = int(optimizer.iterations.numpy())
+    metrics = evaluate(steps, problem, data_dir, hparams, eval_steps)
+    log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
+    _write_summaries(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
+    return metrics
+
+
+def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
+                eval_frequency, save_steps, summary_steps, train_minutes, vocab_size, log):
+    """Updates until train_steps (or train_minutes); a line and TensorBoard scalars every summary_steps."""
+    optimizer = steps.optimizer
+    step = start_step = saved_step = int(optimizer.iterations.numpy())
+    writer = tf.summary.create_file_writer(output_dir)
+    metrics, started = {}, time.time()
+    window_start, window_tokens = started, 0.0
+    while step < train_steps:
+        sums, length = _one_update(steps, batches, k)
+        if step == start_step:
+            log(f"Estimated {flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
+                f"(first step: {float(sums[2]):,.0f} target tokens, padded length {length}).")
+        # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
+        step = int(optimizer.iterations.numpy())
+        step_loss = float(sums[0]) / max(float(sums[2]), 1.0)
+        if not math.isfinite(step_loss):
+            raise TrainingError(
+                f"Loss is {step_loss} at step {step}; stopped without saving, so {manager.latest_checkpoint} is "
+                f"the last good checkpoint. Lower learning_rate, raise learning_rate_warmup_steps or set "
+                f"clip_grad_norm (--hparams), then rerun to resume from it.")
+        window_tokens += float(sums[2])
+        out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
+        finished = step >= train_steps or out_of_time
+        if step != saved_step and (step % save_steps == 0 or finished):
+            _save(steps, manager, step)
+            saved_step = step
+        if step % summary_steps == 0 or finished:
+            now = time.time()
+            values = {"loss": step_loss, "learning_rate": float(optimizer.learning_rate.numpy()),
+                      "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
+            _write_summaries(writer, step, values)
+            remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)
+            log(f"step {step}/{train_steps}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
+                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
+            window_start, window_tokens = now, 0.0
+        if eval_frequency and (step % eval_frequency == 0 or finished):
+            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+        if out_of_time:
+            log(f"Stopped after {train_minutes:g} minutes at step {step}; saved {manager.latest_checkpoint}.")
+            break
+    return metrics
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"
+
+
+def _one_update(steps, batches, k):
+    """One optimizer update from k micro-batches; returns the summed [loss, NLL, tokens] and a length."""
+    batch = batches.next()
+    length = _padded_length(batch)
+    if k == 1:
+        return steps.train_step(batch).numpy(), length
+    total = steps.accumulate_step(batch).numpy()
+    for _ in range(k - 1):
+        total = total + steps.accumulate_step(batches.next()).numpy()
+    steps.apply_step()
+    return total, length
+
+
+def _padded_length(batch) -> int:
+    targets = batch["targets"]
+    local = targets.values[0] if hasattr(targets, "values") else targets
+    return int(local.shape[1])
+
+
+def _save(steps, manager, step):
+    if not steps.all_finite():
+        raise TrainingError(
+            f"Weights are not finite at step {step}; stopped without saving, so {manager.latest_checkpoint} is the "
+            f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun.")
+    manager.save(checkpoint_number=step)

@@ -1,0 +1,197 @@
+"""Beam search against exhaustive search and the GNMT formula; model decoding against teacher forcing."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import decoding
+from t2t_lite.hparam import HParams
+from t2t_lite.models import Transformer
+
+EOS = 1
+
+
+# -- A fixed toy "model": logits from a table indexed by position and previous token ----------
+def table_logits_fn(table):
+    """symbols_to_logits_fn over table[position, previous token] whose state is the prefix so far.
+
+    The state must arrive reordered exactly like the ids, or the assertion fails; it grows
+    by one position per step, as a key/value cache does.
+    """
+    table = tf.constant(table, tf.float32)
+
+    def symbols_to_logits_fn(ids, step, states):
+        tf.debugging.assert_equal(states["prefix"][:, :, 0], ids[:, :-1])
+        logits = tf.gather(table[step], ids[:, -1])
+        return logits, {"prefix": tf.concat([states["prefix"], ids[:, -1:, None]], axis=1)}
+
+    return symbols_to_logits_fn
+
+
+def empty_prefix(batch_size):
+    return {"prefix": tf.zeros([batch_size, 0, 1], tf.int32)}
+
+
+def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def exhaustive(table, initial_id, limit, alpha):
+    """Every complete sequence (ending in EOS or reaching `limit` tokens), best score first."""
+    log_probs = log_softmax(np.asarray(table, np.float64))
+    complete = []
+
+    def extend(prefix, log_prob):
+        previous = prefix[-1] if prefix else initial_id
+        for token in range(table.shape[-1]):
+            sequence, total = prefix + [token], log_prob + log_probs[len(prefix), previous, token]
+            if token == EOS or len(sequence) == limit:
+                complete.append((total / ((5 + len(sequence)) / 6) ** alpha, sequence))
+            else:
+                extend(sequence, total)
+
+    extend([], 0.0)
+    return sorted(complete, key=lambda item: -item[0])
+
+
+def hypothesis(ids, limit):
+    """The tokens of one returned hypothesis: up to its first EOS, or its `limit` tokens."""
+    tokens = list(ids[:limit])
+    return tokens[:tokens.index(EOS) + 1] if EOS in tokens else tokens
+
+
+def random_table(seed, length=4, vocab=4):
+    return np.random.default_rng(seed).normal(scale=2.0, size=(length, vocab, vocab))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_ranks_every_hypothesis_as_exhaustive_search(alpha):
+    table, limits, initial_ids = random_table(seed=1), [4, 2], [0, 2]
+    truth = [exhaustive(table, initial_ids[row], limits[row], alpha) for row in range(2)]
+    beam_size = len(truth[0])  # 1 + 3 + 9 + 27·4 = 121 sequences: the beam holds them all
+    search = tf.function(lambda: decoding.beam_search(
+        table_logits_fn(table), tf.constant(initial_ids), beam_size, tf.constant(limits), 4, alpha,
+        states=empty_prefix(2), stop_early=False))
+    ids, scores = (tensor.numpy() for tensor in search())
+    for row in range(2):
+        found = len(truth[row])
+        assert [hypothesis(ids[row, beam], limits[row]) for beam in range(found)] == [s for _, s in truth[row]]
+        np.testing.assert_allclose(scores[row, :found], [score for score, _ in truth[row]], rtol=1e-5)
+        assert np.all(np.isneginf(scores[row, found:]))
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_early_stopping_keeps_the_exhaustive_best(seed):
+    table = random_table(seed)
+    ids, scores = decoding.beam_search(table_logits_fn(table), tf.constant([0]), 121, 4, 4, 0.6,
+                                       states=empty_prefix(1))
+    best_score, best = exhaustive(table, 0, 4, 0.6)[0]
+    assert hypothesis(ids.numpy()[0, 0], 4) == best
+    assert scores.numpy()[0, 0] == pytest.approx(best_score, rel=1e-5)
+
+
+def test_alpha_flips_the_ranking_where_the_formula_says():
+    # "EOS" now (p=0.6, |Y|=1) against "2 2 EOS" (p=0.39·0.98·0.98, |Y|=3): the longer one wins
+    # once log(p_long) / ((5+3)/6)^α > log(p_short) / ((5+1)/6)^α, i.e. α > α*.
+    probs = np.full((3, 3, 3), 0.01)
+    probs[0, 0] = [0.01, 0.6, 0.39]
+    probs[1, 2] = [0.01, 0.01, 0.98]
+    probs[2, 2] = [0.01, 0.98, 0.01]
+    short, long = math.log(0.6), math.log(0.39 * 0.98 * 0.98)
+    crossing = math.log(long / short) / math.log(8 / 6)
+    for alpha, winner in ((crossing - 0.01, [EOS]), (crossing + 0.01, [2, 2, EOS])):
+        ids, scores = decoding.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 3, 3, alpha,
+                                           states=empty_prefix(1))
+        assert hypothesis(ids.numpy()[0, 0], 3) == winner
+        log_prob, length = (short, 1) if winner == [EOS] else (long, 3)
+        assert scores.numpy()[0, 0] == pytest.approx(log_prob / ((5 + length) / 6) ** alpha, rel=1e-4)
+
+
+def test_greedy_search_follows_the_argmax():
+    table = random_table(seed=5, length=5, vocab=6)
+    ids, scores = decoding.greedy_search(table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]),
+                                         0.6, states=empty_prefix(3))
+    log_probs = log_softmax(table)
+    for row, (previous, limit) in enumerate(zip([0, 3, 4], [5, 5, 2])):
+        expected, total = [], 0.0
+        while len(expected) < limit and EOS not in expected:
+            token = int(np.argmax(log_probs[len(expected), previous]))
+            total += log_probs[len(expected), previous, token]
+            expected.append(token)
+            previous = token
+        assert list(ids.numpy()[row, 0, :len(expected)]) == expected
+        assert not ids.numpy()[row, 0, len(expected):].any()
+        assert scores.numpy()[row, 0] == pytest.approx(total / ((5 + len(expected)) / 6) ** 0.6, rel=1e-5)
+
+
+# -- The Transformer's cache API -----------------------------------------------------------------
+VOCAB = 24
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A random tiny Transformer whose EOS embedding points along the decoder's mean output.
+
+    Untrained, it would never emit EOS; this makes beams end at different lengths, some
+    by EOS and some at the length limit, so the tests cover both ways to finish.
+    """
+    tf.keras.utils.set_random_seed(7)
+    hparams = HParams(hidden_size=16, filter_size=32, num_heads=2, num_hidden_layers=2, max_length=32,
+                      layer_prepostprocess_dropout=0.0)
+    model = Transformer(hparams, vocab_size=VOCAB)
+    hidden, _ = model.decoder_hidden({"inputs": sentences([4, 15, 12], seed=3), "targets": sentences([8] * 3, seed=5)})
+    direction = tf.reduce_mean(hidden, axis=[0, 1]).numpy()
+    embeddings = model.target_embedding.embeddings.numpy()
+    embeddings[EOS] = 0.2 * direction / np.linalg.norm(direction) * np.linalg.norm(embeddings, axis=1).mean()
+    model.target_embedding.embeddings.assign(embeddings)
+    return model
+
+
+def sentences(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    batch = np.zeros([len(lengths), max(lengths)], np.int32)
+    for row, length in enumerate(lengths):
+        batch[row, :length] = np.append(rng.integers(3, VOCAB, size=length - 1), EOS)
+    return batch
+
+
+def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
+    inputs = sentences([6, 4, 9])
+    ids, _ = decoding.decode_batch(model, inputs, beam_size=1, alpha=0.6, extra_length=3)
+    logits = model({"inputs": inputs, "targets": ids}).numpy()
+    for row, length in enumerate([6, 4, 9]):
+        emitted = hypothesis(ids[row], length + 3)
+        assert emitted[-1] == EOS or len(emitted) == length + 3  # ended by EOS or by its own limit
+        np.testing.assert_array_equal(logits[row, :len(emitted)].argmax(-1), emitted)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_cached_decoding_equals_full_recomputation(model, beam_size):
+    inputs = sentences([5, 7])
+    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
+    cached_ids, cached_scores = decoding.decode_batch(model, inputs, **settings)
+    full_ids, full_scores = decoding.decode_batch(model, inputs, use_cache=False, **settings)
+    np.testing.assert_array_equal(cached_ids, full_ids)
+    np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
+
+
+def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
+    batch = sentences([4, 15, 12], seed=3)
+    settings = dict(beam_size=4, alpha=0.6, extra_length=3, return_beams=True)
+    alone_ids, alone_scores = decoding.decode_batch(model, batch[:1, :4], **settings)
+    batch_ids, batch_scores = decoding.decode_batch(model, batch, **settings)
+    length = alone_ids.shape[2]
+    np.testing.assert_array_equal(batch_ids[0, :, :length], alone_ids[0])
+    assert not batch_ids[0, :, length:].any()
+    np.testing.assert_allclose(batch_scores[0], alone_scores[0], rtol=1e-4)
+    assert length <= 4 + 3
+
+
+@pytest.mark.parametrize("inputs", [[[EOS]], [[0, 0, 0], [5, 6, EOS]]], ids=["only-eos", "all-padding"])
+def test_an_empty_input_decodes(model, inputs):
+    ids, scores = decoding.decode_batch(model, np.array(inputs, np.int32), beam_size=4, alpha=0.6, extra_length=2)
+    assert ids.shape[0] == len(inputs) and np.all(np.isfinite(scores))
+    assert ids.shape[1] <= 3 + 2

@@ -1,0 +1,286 @@
+"""The serving export: a SavedModel that loads with TensorFlow and tensorflow-text alone and
+translates raw text exactly as the library's decoder (`decode_batch` + `Vocabulary.decode`) does.
+
+The model is a tiny Transformer trained here for a few seconds to reverse the order of words,
+so its translations differ from sentence to sentence, some end in EOS and some run to the
+length limit; the export is written once per module by the `t2t-exporter` tool itself.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags as absl_flags
+
+from t2t_lite import checkpoints, decoding, export, inference, registry, vocabulary
+from t2t_lite.cli import exporter
+from t2t_lite.hparam import HParamsError
+
+WORDS = ("der die das haus katze hund über grün straße läuft schnell "
+         "the cat dog house green street runs quickly").split()
+TINY = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,max_length=12,layer_prepostprocess_dropout=0.0"
+DECODE = {"beam_size": 3, "alpha": 0.6, "extra_length": 4, "max_input_length": 10}
+STEP = 150
+
+
+def random_sentences(seed, count, max_words=6):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, max_words))) for _ in range(count)]
+
+
+def padded(sequences):
+    batch = np.zeros((len(sequences), max(len(sequence) for sequence in sequences)), np.int32)
+    for row, sequence in enumerate(sequences):
+        batch[row, :len(sequence)] = sequence
+    return batch
+
+
+def train_word_reversal(model, vocab, steps):
+    """A few hundred Adam steps on "reverse the words": enough for input-dependent translations."""
+    sentences = random_sentences(seed=0, count=512)
+    inputs = [vocab.encode(s) + [1] for s in sentences]
+    targets = [vocab.encode(" ".join(reversed(s.split()))) + [1] for s in sentences]
+    optimizer = keras.optimizers.Adam(3e-3)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model({"inputs": x, "targets": y}, training=True)
+            losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+            weights = tf.cast(y != 0, tf.float32)
+            loss = tf.reduce_sum(losses * weights) / tf.reduce_sum(weights)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    for i in range(steps):
+        first = (i * 32) % len(sentences)
+        step(padded(inputs[first:first + 32]), padded(targets[first:first + 32]))
+    return optimizer
+
+
+def run_exporter(argv):
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-exporter"] + argv)
+    exporter.main([])
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    data_dir, train_dir, export_dir = str(root / "data"), str(root / "train"), str(root / "export")
+    problem = registry.problem("translate_files")
+    vocab = vocabulary.train_vocabulary(random_sentences(seed=1, count=300, max_words=12),
+                                        os.path.join(data_dir, problem.vocab_filename()), 400)
+    hparams = registry.hparams("transformer_tiny").override(TINY)
+    keras.utils.set_random_seed(1)
+    model = checkpoints.build_model(hparams, vocab.vocab_size)
+    optimizer = train_word_reversal(model, vocab, STEP)
+    # A training checkpoint with the optimizer's state, which the export must leave out.
+    checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), train_dir, 2).save(STEP)
+    flags = [f"--problem={problem.name}", f"--data_dir={data_dir}", f"--output_dir={train_dir}",
+             f"--export_dir={export_dir}", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
+             "--decode_hparams=" + ",".join(f"{name}={value}" for name, value in DECODE.items())]
+    run_exporter(flags)
+    return {"version_dir": os.path.join(export_dir, str(STEP)), "flags": flags, "vocab": vocab, "root": root,
+            "hparams": hparams, "model": inference.load_model(problem, hparams, data_dir, train_dir)}
+
+
+def library_translations(setup, sentences):
+    """What t2t-decoder's code gives: decode_batch on the vocabulary's ids (+ EOS), then Vocabulary.decode.
+
+    Inputs longer than max_input_length ids (EOS included) are cut as the export documents.
+    """
+    vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
+    batch = padded([vocab.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in sentences])
+    ids, scores = decoding.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"],
+                                        alpha=DECODE["alpha"], extra_length=DECODE["extra_length"])
+    return [vocab.decode(row) for row in ids], scores, ids
+
+
+# Runs in a fresh interpreter where the project cannot be imported, from a temporary cwd.
+SERVING_CLIENT = r"""
+import json, sys
+sys.modules["t2t_lite"] = None  # the export must not need this project
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops, as TF Serving links them)
+
+export_dir, requests_path = sys.argv[1:]
+with open(requests_path) as file:
+    requests = json.load(file)
+try:
+    import t2t_lite  # noqa: F401
+    project_importable = True
+except ImportError:
+    project_importable = False
+
+loaded = tf.saved_model.load(export_dir)
+translate = loaded.signatures["serving_default"]
+results = []
+for batch in requests["text"]:
+    out = translate(inputs=tf.constant(batch, tf.string))
+    results.append({"outputs": [text.decode("utf-8") for text in out["outputs"].numpy()],
+                    "scores": out["scores"].numpy().tolist()})
+ids_out = loaded.signatures["translate_ids"](inputs=tf.constant(requests["ids"], tf.int32))
+
+# TF Serving's C++ loader: restore the variables and run the init op in a session, then feed the
+# signature's tensors by name (the graph-mode loader below does the same steps).
+graph = tf.Graph()
+with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+    meta_graph = tf.compat.v1.saved_model.load(session, ["serve"], export_dir)
+    signature = meta_graph.signature_def["serving_default"]
+    fetches = {name: info.name for name, info in signature.outputs.items()}
+    session_out = session.run(fetches, {signature.inputs["inputs"].name: requests["text"][0]})
+
+print(json.dumps({
+    "project_importable": project_importable,
+    "text": results,
+    "ids": {"outputs": ids_out["outputs"].numpy().tolist(), "scores": ids_out["scores"].numpy().tolist()},
+    "session": {"outputs": [text.decode("utf-8") for text in session_out["outputs"]],
+                "scores": session_out["scores"].tolist()},
+}))
+"""
+
+
+def long_sentence():
+    return " ".join(WORDS[:14])  # well over max_input_length subwords
+
+
+@pytest.fixture(scope="module")
+def served(setup):
+    """The fresh process' answers to a mixed batch, a batch of 1, a batch of 64 and an ids batch."""
+    mixed = ["die katze läuft", "", "  grün \t grün\u00a0haus\n", long_sentence(), "Ω hund ☃", "the dog runs"]
+    requests = {"text": [mixed, ["der hund"], random_sentences(seed=2, count=64)],
+                "ids": [setup["vocab"].encode("die katze läuft") + [1], setup["vocab"].encode("der hund") + [0, 0]]}
+    requests_path = setup["root"] / "requests.json"
+    requests_path.write_text(json.dumps(requests))
+    cwd = setup["root"] / "client_cwd"
+    cwd.mkdir(exist_ok=True)
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    process = subprocess.run([sys.executable, "-c", SERVING_CLIENT, setup["version_dir"], str(requests_path)],
+                             cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return requests, json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_process_without_the_project_translates_as_the_library(served, setup):
+    requests, answers = served
+    assert answers["project_importable"] is False
+    for batch, answer in zip(requests["text"], answers["text"]):
+        expected, scores, _ = library_translations(setup, batch)
+        assert answer["outputs"] == expected
+        np.testing.assert_allclose(answer["scores"], scores, rtol=1e-5)
+    mixed = answers["text"][0]["outputs"]
+    assert mixed[1] == library_translations(setup, [""])[0][0]  # the empty string decodes like [EOS]
+    assert len(set(mixed)) >= 4, mixed  # the trained model's translations depend on the input
+
+
+def test_long_input_is_truncated_to_max_input_length(served, setup):
+    requests, answers = served
+    vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
+    assert len(vocab.encode(long_sentence())) > keep
+    truncated = vocab.decode(vocab.encode(long_sentence())[:keep])
+    assert answers["text"][0]["outputs"][3] == library_translations(setup, [truncated])[0][0]
+
+
+def test_word_reversal_and_eos_survive_export(served, setup):
+    """The trained model reverses short sentences; its EOS ends the text, the limit ends others."""
+    _, answers = served
+    sentences = random_sentences(seed=2, count=64)
+    outputs = answers["text"][2]["outputs"]
+    reversed_correctly = sum(out == " ".join(reversed(s.split())) for s, out in zip(sentences, outputs))
+    assert reversed_correctly >= 16, list(zip(sentences, outputs))[:8]
+    _, _, ids = library_translations(setup, sentences)
+    assert (ids == decoding.EOS_ID).any(axis=1).any() and not (ids == decoding.EOS_ID).any(axis=1).all()
+
+
+def test_ids_signature_and_graph_mode_session(served, setup):
+    requests, answers = served
+    # Ids with or without a final EOS, 0-padded: the same as the library on ids + EOS.
+    _, scores, ids = library_translations(setup, ["die katze läuft", "der hund"])
+    got = np.array(answers["ids"]["outputs"])
+    np.testing.assert_array_equal(got, ids[:, :got.shape[1]])
+    assert not ids[:, got.shape[1]:].any()
+    np.testing.assert_allclose(answers["ids"]["scores"], scores, rtol=1e-5)
+    # TF Serving's loading path (session + restore op) sees the checkpoint's weights too.
+    assert answers["session"]["outputs"] == answers["text"][0]["outputs"]
+    np.testing.assert_allclose(answers["session"]["scores"], answers["text"][0]["scores"], rtol=1e-5)
+
+
+def test_saved_model_cli_lists_both_signatures(setup):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    process = subprocess.run([cli, "show", "--all", "--dir", setup["version_dir"]],
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-3000:]
+    text = " ".join(process.stdout.split())
+    for signature, input_type, input_shape, output_type in (
+            ("serving_default", "DT_STRING", "(-1)", "DT_STRING"), ("translate_ids", "DT_INT32", "(-1, -1)", "DT_INT32")):
+        section = text.split(f"signature_def['{signature}']")[1].split("signature_def[")[0]
+        assert f"inputs['inputs'] tensor_info: dtype: {input_type} shape: {input_shape}" in section
+        assert f"outputs['outputs'] tensor_info: dtype: {output_type}" in section
+        assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
+
+
+def test_layout_assets_and_variables(setup):
+    version_dir = setup["version_dir"]
+    assert sorted(os.listdir(os.path.dirname(version_dir))) == [str(STEP)]  # no staging left behind
+    assert sorted(os.listdir(os.path.join(version_dir, "assets"))) == ["t2t_export.json", "vocab.translate_files.model"]
+    with open(os.path.join(version_dir, "assets", "vocab.translate_files.model"), "rb") as file:
+        assert file.read() == setup["vocab"].model_proto
+    with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
+        config = json.load(file)
+    assert config["problem"] == "translate_files" and config["step"] == STEP
+    assert config["decode_hparams"] == DECODE
+    assert config["hparams"] == json.loads(setup["hparams"].to_json())
+    # The variables are exactly the model's weights as restored from the checkpoint: no optimizer
+    # slots, no dropout seeds, nothing initialised afresh.
+    reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
+    names = [name for name in reader.get_variable_to_shape_map() if name.startswith("model_weights/")]
+    assert len(names) == len(reader.get_variable_to_shape_map()) - 1  # minus the object graph
+    weights = setup["model"].weights
+    assert len(names) == len(weights)
+    for index, weight in enumerate(weights):
+        np.testing.assert_array_equal(reader.get_tensor(f"model_weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"),
+                                      weight.numpy())
+    assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 2_000_000
+
+
+def test_existing_version_is_never_overwritten(setup):
+    saved_model = os.path.join(setup["version_dir"], "saved_model.pb")
+    before = os.stat(saved_model).st_mtime_ns
+    with pytest.raises(exporter.flags.UsageError, match=f"{STEP} already exists.*never overwritten.*--export_dir"):
+        run_exporter(setup["flags"])
+    assert os.stat(saved_model).st_mtime_ns == before
+
+
+def test_exporter_flag_errors(setup, tmp_path):
+    with pytest.raises(exporter.flags.UsageError, match="--export_dir"):
+        run_exporter([flag for flag in setup["flags"] if not flag.startswith("--export_dir")])
+    with pytest.raises(exporter.flags.UsageError, match="not a SentencePiece model"):
+        run_exporter(["--problem=algorithmic_reverse", f"--export_dir={tmp_path}"] + setup["flags"][1:4])
+    with pytest.raises(exporter.flags.UsageError, match="max_input_leng"):
+        run_exporter(setup["flags"][:-1] + ["--decode_hparams=max_input_lenght=5", f"--export_dir={tmp_path}"])
+
+
+def test_export_hparams_follow_the_decoder_precedence():
+    base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
+    assert export.export_hparams(base, files) == export.ExportHParams(4, 0.6, 50, 256)
+    parsing = registry.problem("parsing_wsj")
+    assert export.export_hparams(base, parsing, "max_input_length=100") == export.ExportHParams(21, 0.3, 300, 100)
+    with pytest.raises(HParamsError, match="beam_size"):
+        export.export_hparams(base, files, "beam_sise=2")
+    with pytest.raises(ValueError, match="max_input_length"):
+        export.export_hparams(base, files, "max_input_length=0")
+
+
+def test_in_graph_normalization_equals_python_str_split():
+    pattern = export.python_whitespace_pattern()
+    spaces = [chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+    texts = ["", " ", "a", f"{''.join(spaces)}x{spaces[3]}{spaces[-1]}y  z{spaces[-5]}", "grün\u00a0\u3000haus\t",
+             "\u200b zero-width space is not whitespace", "a\u2028b\u0085c\u001fd"]
+    got = export.normalize_text_op(tf.constant(texts), pattern).numpy()
+    assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]

@@ -1,0 +1,96 @@
+"""EVALB-style bracket scoring (COLLINS.prm) and output repair, against hand-counted brackets."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from t2t_lite import parse_eval, trees
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOHN = "(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))"  # S NP VP NP over 4 scored words
+TELESCOPE = ("(S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man)) "
+             "(PP (IN with) (NP (DT a) (NN telescope)))))")
+
+
+def score(decoded, gold_text):
+    gold = trees.read_trees(gold_text)[0]
+    return parse_eval.score_tree(trees.delinearize(parse_eval.repair(decoded, len(trees.words(gold))),
+                                                   trees.words(gold)), gold)
+
+
+def test_the_gold_linearization_scores_100():
+    gold = trees.read_trees(JOHN)[0]
+    result = score(trees.linearize(gold), JOHN)
+    assert (result.matched, result.predicted, result.gold) == (4, 4, 4)
+    assert result.f1 == 100.0
+
+
+def test_punctuation_attachment_is_not_scored():
+    result = score("(S (NP XX )NP (VP XX (NP XX XX )NP . )VP )S", JOHN)
+    assert (result.precision, result.recall) == (100.0, 100.0)
+
+
+def test_pp_attachment_error_against_hand_counts():
+    # Gold: S(0,7) NP(0,1) VP(1,7) NP(2,4) PP(4,7) NP(5,7). The prediction adds NP(2,7).
+    result = score("(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP )S", TELESCOPE)
+    assert (result.matched, result.predicted, result.gold) == (6, 7, 6)
+    assert result.precision == pytest.approx(600 / 7)
+    assert result.recall == 100.0
+    assert result.f1 == pytest.approx(1200 / 13)
+
+
+def test_advp_and_prt_are_one_label():
+    result = score("(S (NP XX )NP (VP XX (ADVP XX )ADVP )VP )S", "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))))")
+    assert result.f1 == 100.0
+
+
+def test_brackets_are_a_multiset():
+    # Gold has the unary chain NP -> NP over "John": NP(0,1) twice; the prediction has it once.
+    result = score("(S (NP XX )NP (VP XX )VP )S", "(S (NP (NP (NNP John))) (VP (VBD ran)))")
+    assert (result.matched, result.predicted, result.gold) == (3, 3, 4)
+    assert result.f1 == pytest.approx(2 * 100 * 75 / 175)
+
+
+@pytest.mark.parametrize("decoded, repaired", [
+    # Missing closing brackets are added at the end; the missing leaf joins the root.
+    ("(S (NP XX )NP (VP XX (NP XX XX", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
+    # A closing bracket with nothing open is dropped, and so is what follows the complete tree.
+    (")NP (S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S )S (NP", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S"),
+    # Extra leaves are dropped from the end, and so is the constituent they leave empty.
+    ("(S (NP XX XX XX )NP (VP XX XX )VP (NP XX )NP )S", "(S (NP XX XX XX )NP (VP XX XX )VP )S"),
+    # A closing bracket of another label closes the open constituent.
+    ("(S (NP XX )VP XX XX XX . )S", "(S (NP XX )NP XX XX XX . )S"),
+])
+def test_repair(decoded, repaired):
+    assert parse_eval.repair(decoded, 5) == repaired
+
+
+def test_repaired_outputs_are_scored_against_hand_counts():
+    # Closing VP ends the tree "(S (NP XX XX )NP )S"; 3 leaves are added to the root.
+    # Predicted S(0,4) NP(0,2); gold S(0,4) NP(0,1) VP(1,4) NP(2,4): 1 match.
+    result = score("(S (NP XX XX )NP )VP (VP XX XX", JOHN)
+    assert (result.matched, result.predicted, result.gold) == (1, 2, 4)
+
+
+def test_corpus_scores_sum_the_counts_and_the_tool_prints_them(tmp_path):
+    decoded = tmp_path / "decoded"
+    decoded.write_text("(S (NP XX )NP (VP XX (NP XX XX )NP . )VP )S\n"
+                       "(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP\n")
+    gold = tmp_path / "gold.mrg"
+    gold.write_text(f"( {JOHN.replace('(NP ', '(NP-SBJ ', 1)} )\n( {TELESCOPE} )\n")
+    report = parse_eval.evaluate_files(str(decoded), str(gold))
+    assert (report.score.matched, report.score.predicted, report.score.gold) == (4 + 6, 4 + 7, 4 + 6)
+    assert (report.sentences, report.repaired) == (2, 1)
+    output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-parse-eval"), f"--decoded_trees={decoded}",
+                             f"--gold_trees={gold}"], capture_output=True, text=True, check=True).stdout
+    assert f"F1 = {report.score.f1:.2f}" in output
+
+
+def test_line_count_mismatch_names_both_files(tmp_path):
+    decoded, gold = tmp_path / "decoded", tmp_path / "gold"
+    decoded.write_text("(S XX )S\n")
+    gold.write_text(f"{JOHN}\n{TELESCOPE}\n")
+    with pytest.raises(parse_eval.ParseEvalError, match=r"decoded has 1 lines .*gold has 2 trees"):
+        parse_eval.evaluate_files(str(decoded), str(gold))

@@ -1,0 +1,167 @@
+"""Problems and t2t-datagen: tensor2tensor's on-disk format, reuse, reports and errors.
+
+Exercised through `translate_files` on a small corpus the test writes.
+"""
+
+import os
+
+import pytest
+import sentencepiece
+import tensorflow as tf
+from absl.testing import flagsaver
+
+from t2t_lite import datagen, registry
+from t2t_lite.cli import datagen as datagen_cli
+from t2t_lite.cli import flags
+from t2t_lite.problems.translate_files import CorpusError, TranslateFiles
+
+SUBJECTS = [("the cat", "die Katze"), ("the old man", "der alte Mann"), ("my sister", "meine Schwester"),
+            ("the mayor of Zürich", "der Bürgermeister von Zürich"), ("our team", "unser Team")]
+VERBS = [("sees", "sieht"), ("likes", "mag"), ("calls", "ruft"), ("finds", "findet")]
+OBJECTS = [("the dog.", "den Hund."), ("a “good” idea.", "eine „gute“ Idee."), ("42 apples.", "42 Äpfel."),
+           ("the café.", "das Café."), ("https://example.org.", "https://example.org.")]
+
+
+def sentence_pairs():
+    return [(f"{s} {v} {o}", f"{ts} {tv} {to}")
+            for s, ts in SUBJECTS for v, tv in VERBS for o, to in OBJECTS]
+
+
+class TinyFiles(TranslateFiles):
+    approx_vocab_size = 400
+    max_subword_length = 60
+    num_shards = {"train": 3, "dev": 1, "test": 1}
+
+
+def write_corpus(tmp_dir, split, pairs):
+    os.makedirs(tmp_dir, exist_ok=True)
+    with open(os.path.join(tmp_dir, split + ".src"), "w", encoding="utf-8") as src, \
+            open(os.path.join(tmp_dir, split + ".tgt"), "w", encoding="utf-8") as tgt:
+        for source, target in pairs:
+            src.write(source + "\n")
+            tgt.write(target + "\n")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    root = tmp_path_factory.mktemp("files")
+    tmp_dir, data_dir = str(root / "raw"), str(root / "data")
+    pairs = sentence_pairs()
+    long_pair = (" ".join(["word"] * 200), "Wort")
+    write_corpus(tmp_dir, "train", pairs[:80] + [("", "leer"), long_pair, ("  spaced   out ", "x  y")])
+    write_corpus(tmp_dir, "dev", pairs[80:90] + [long_pair])
+    write_corpus(tmp_dir, "test", pairs[90:])
+    report = datagen.generate(TinyFiles(), data_dir, tmp_dir)
+    return report, data_dir, tmp_dir
+
+
+def read_records(path):
+    """Parses the files with tf.train.Example itself, independently of Problem.dataset."""
+    examples = []
+    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        features = tf.train.Example.FromString(record).features.feature
+        examples.append((list(features["inputs"].int64_list.value), list(features["targets"].int64_list.value)))
+    return examples
+
+
+def test_tensor2tensor_file_names_and_vocabulary(generated):
+    _, data_dir, _ = generated
+    names = sorted(os.listdir(data_dir))
+    assert names == ["tiny_files-dev-00000-of-00001", "tiny_files-test-00000-of-00001",
+                     "tiny_files-train-00000-of-00003", "tiny_files-train-00001-of-00003",
+                     "tiny_files-train-00002-of-00003", "vocab.tiny_files.model"]
+    processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(data_dir, "vocab.tiny_files.model"))
+    assert TinyFiles().vocab_size(data_dir) == processor.get_piece_size()
+
+
+def test_records_are_ids_ending_in_eos_that_decode_to_the_text(generated):
+    _, data_dir, _ = generated
+    processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(data_dir, "vocab.tiny_files.model"))
+    test = read_records(os.path.join(data_dir, "tiny_files-test-00000-of-00001"))
+    decoded = sorted((processor.decode(inputs[:-1]), processor.decode(targets[:-1])) for inputs, targets in test)
+    assert decoded == sorted(sentence_pairs()[90:])
+    assert all(inputs[-1] == 1 and targets[-1] == 1 and 0 not in inputs + targets for inputs, targets in test)
+
+
+def test_training_files_are_shuffled_and_complete(generated):
+    _, data_dir, _ = generated
+    vocabulary = TinyFiles().vocabulary(data_dir)
+    train = [example for name in sorted(os.listdir(data_dir)) if "-train-" in name
+             for example in read_records(os.path.join(data_dir, name))]
+    sources = [vocabulary.decode(inputs) for inputs, _ in train]
+    assert sorted(sources) == sorted([s for s, _ in sentence_pairs()[:80]] + ["spaced out"])
+    assert sources != [s for s, _ in sentence_pairs()[:80]] + ["spaced out"]
+
+
+def test_report_counts_dropped_pairs_by_reason(generated, capsys):
+    report, _, _ = generated
+    assert report.written == {"train": 81, "dev": 11, "test": 10}
+    assert report.dropped["train"] == {datagen.DROP_EMPTY: 1, datagen.DROP_TOO_LONG: 1}
+    assert report.dropped["dev"] == {}  # dev keeps its long pair: it is scored on every sentence
+    assert "wrote 81 pairs; dropped 2 (1 empty side, 1 too long)" in report.summary()
+
+
+def test_second_run_reuses_the_files(generated):
+    _, data_dir, tmp_dir = generated
+    before = {name: os.stat(os.path.join(data_dir, name)).st_mtime_ns for name in os.listdir(data_dir)}
+    report = datagen.generate(TinyFiles(), data_dir, tmp_dir)
+    assert report.reused == ["train", "dev", "test"] and report.written == {}
+    assert {name: os.stat(os.path.join(data_dir, name)).st_mtime_ns for name in os.listdir(data_dir)} == before
+
+
+def test_dataset_and_its_reverse(generated):
+    _, data_dir, _ = generated
+    forward = list(TinyFiles().dataset("test", data_dir).as_numpy_iterator())
+    reverse_problem = TinyFiles(was_reversed=True)
+    backward = list(reverse_problem.dataset("test", data_dir).as_numpy_iterator())
+    assert reverse_problem.name == "tiny_files_rev" and reverse_problem.base_name == "tiny_files"
+    assert forward[0]["inputs"].dtype == "int32"
+    for one, other in zip(forward, backward):
+        assert list(one["inputs"]) == list(other["targets"]) and list(one["targets"]) == list(other["inputs"])
+
+
+def test_unknown_mode_and_missing_data(generated, tmp_path):
+    _, data_dir, _ = generated
+    with pytest.raises(ValueError, match="train, dev, test"):
+        TinyFiles().dataset("validation", data_dir)
+    with pytest.raises(FileNotFoundError, match="t2t-datagen --problem=tiny_files"):
+        TinyFiles().dataset("train", str(tmp_path))
+
+
+def test_registered_problem_and_its_defaults():
+    problem = registry.problem("translate_files_rev")
+    assert isinstance(problem, TranslateFiles) and problem.was_reversed
+    assert problem.name == "translate_files_rev"
+    assert problem.eval_metrics == ["bleu"] and problem.has_inputs and problem.decode_defaults() == {}
+
+
+@pytest.mark.parametrize("source, target, message", [
+    (b"one\ntwo\nthree\n", b"eins\nzwei\n", r"train.src has 3 lines but .*train.tgt has 2.*ends at line 2"),
+    (b"", b"", r"train.src is empty"),
+    (b"ok\nbad \xff byte\n", b"gut\nschlecht\n", r"train.src:2: not valid UTF-8"),
+])
+def test_bad_corpus_files_name_the_file_and_line(tmp_path, source, target, message):
+    (tmp_path / "train.src").write_bytes(source)
+    (tmp_path / "train.tgt").write_bytes(target)
+    with pytest.raises(CorpusError, match=message):
+        TinyFiles().text_pairs(str(tmp_path), "train")
+
+
+def test_missing_training_file_names_it(tmp_path):
+    with pytest.raises(CorpusError, match="train.src is missing"):
+        TinyFiles().text_pairs(str(tmp_path), "train")
+    assert TinyFiles().text_pairs(str(tmp_path), "dev") is None  # dev and test are optional
+
+
+def test_cli_errors_name_the_flag(tmp_path):
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()  # as absl's app.run would, with every flag at its default
+    with flagsaver.flagsaver(problem="translate_files", data_dir=str(tmp_path), tmp_dir=None):
+        with pytest.raises(flags.UsageError, match="--tmp_dir"):
+            datagen_cli.main([])
+    with flagsaver.flagsaver(problem="translate_fils", data_dir=str(tmp_path), tmp_dir=str(tmp_path)):
+        with pytest.raises(flags.UsageError, match="--problem.*translate_files"):
+            datagen_cli.main([])
+    with flagsaver.flagsaver(problem="translate_files", data_dir=str(tmp_path), tmp_dir=str(tmp_path)):
+        with pytest.raises(flags.UsageError, match="train.src is missing"):
+            datagen_cli.main([])

@@ -1,0 +1,81 @@
+"""parsing_wsj (§6.3): treebank files in tmp_dir -> words -> linearized trees, end to end."""
+
+import os
+
+import pytest
+
+from t2t_lite import datagen, registry, trees
+from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite.problems import parsing_wsj
+from t2t_lite.problems.parsing_wsj import ParsingWsj
+
+TREE_TEMPLATES = [
+    "( (S (NP-SBJ (NNP {name}) ) (VP (VBZ sleeps) ) (. .) ))",
+    "( (S (NP-SBJ (DT The) (NN {noun}) ) (VP (VBD rose) (NP-EXT (CD {number}) (NN %) ) (PP-TMP (IN in) "
+    "(NP (NNP March) ))) (. .) ))",
+    "( (S (NP-SBJ-1 (NNP {name}) ) (VP (VBD wanted) (S (NP-SBJ (-NONE- *-1) ) (VP (TO to) (VP (VB buy) "
+    "(NP (DT a) (NN {noun}) ))))) (. .) ))",
+]
+NAMES, NOUNS = ["Vinken", "Smith", "Elsevier", "Lorillard"], ["index", "price", "dog", "share"]
+
+
+def write_treebank(root, sections, trees_per_file=2):
+    """Files <root>/wsj/NN/wsj_NN01.mrg, each holding a few trees from the templates."""
+    for section in sections:
+        directory = os.path.join(root, "wsj", section)
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, f"wsj_{section}01.mrg"), "w") as file:
+            for k in range(trees_per_file):
+                template = TREE_TEMPLATES[(int(section) + k) % len(TREE_TEMPLATES)]
+                file.write(template.format(name=NAMES[k % 4], noun=NOUNS[int(section) % 4], number=int(section)))
+                file.write("\n")
+
+
+class TinyParsing(ParsingWsj):
+    approx_vocab_size = 400
+    num_shards = {"train": 1, "dev": 1, "test": 1}
+
+
+def test_paper_settings():
+    problem = registry.problem("parsing_wsj")
+    assert problem.decode_defaults() == {"beam_size": 21, "alpha": 0.3, "extra_length": 300}  # §6.3
+    assert problem.approx_vocab_size == 16000 and problem.eval_metrics == ["bracket_f1"]
+
+
+def test_standard_sections_split(tmp_path):
+    write_treebank(str(tmp_path), [f"{n:02d}" for n in range(25)], trees_per_file=1)
+    splits = parsing_wsj.split_files(parsing_wsj.treebank_files(str(tmp_path)), str(tmp_path))
+    sections = {split: sorted(os.path.basename(os.path.dirname(p)) for p in paths) for split, paths in splits.items()}
+    assert sections == {"train": [f"{n:02d}" for n in range(2, 22)], "dev": ["22"], "test": ["23"]}
+
+
+def test_other_layouts_split_deterministically_by_file(tmp_path):
+    write_treebank(str(tmp_path), [f"{n:02d}" for n in range(40, 99)], trees_per_file=1)
+    files = parsing_wsj.treebank_files(str(tmp_path))
+    splits = parsing_wsj.split_files(files, str(tmp_path))
+    assert sorted(sum(splits.values(), [])) == sorted(files)
+    assert splits["dev"] and splits["test"] and len(splits["train"]) > 40
+    shuffled = parsing_wsj.split_files(list(reversed(files)), str(tmp_path))
+    assert {split: sorted(paths) for split, paths in shuffled.items()} == splits
+
+
+def test_missing_treebank_says_where_to_put_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"LDC.*wsj/NN/wsj_NNNN\.mrg"):
+        ParsingWsj().text_pairs(str(tmp_path), "train")
+
+
+def test_end_to_end_words_to_linearized_trees(tmp_path):
+    tmp_dir, data_dir = str(tmp_path / "raw"), str(tmp_path / "data")
+    write_treebank(tmp_dir, [f"{n:02d}" for n in range(25)])
+    report = datagen.generate(TinyParsing(), data_dir, tmp_dir)
+    assert report.written == {"train": 40, "dev": 2, "test": 2}
+    vocabulary = TinyParsing().vocabulary(data_dir)
+    with open(os.path.join(tmp_dir, "wsj", "23", "wsj_2301.mrg")) as file:
+        expected = {" ".join(trees.words(trees.clean(t))): trees.clean(t) for t in trees.read_trees(file.read())}
+    hparams = registry.hparams("transformer_tiny").replace(batch_size=256)
+    for batch in batched_dataset(TinyParsing(), "test", data_dir, hparams).as_numpy_iterator():
+        for inputs, targets in zip(batch["inputs"], batch["targets"]):
+            sentence = vocabulary.decode(inputs)
+            tree = trees.delinearize(vocabulary.decode(targets), sentence.split())
+            assert tree == trees.normalize_tags(expected.pop(sentence))
+    assert not expected  # every test sentence came back, with its tree

@@ -1,0 +1,46 @@
+"""Eq. 3 of §5.3 at given steps, and the optimizer's first update using step 1."""
+
+import keras
+import numpy as np
+import pytest
+
+from t2t_lite import registry, schedule
+
+
+def eq3(step, d_model=512, warmup=4000):
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@pytest.mark.parametrize("step", [1, 100, 4000, 100_000])
+def test_eq3_at_given_steps(step):
+    lrate = schedule.learning_rate_schedule(registry.hparams("transformer_base"))
+    # The schedule receives Keras' 0-based `iterations`: step - 1 updates have been made.
+    np.testing.assert_allclose(float(lrate(step - 1)), eq3(step), rtol=1e-6)
+
+
+def test_hand_values_and_multiplier():
+    lrate = schedule.NoamSchedule(512, 4000, learning_rate=2.0)
+    np.testing.assert_allclose(float(lrate(3999)), 2.0 / (512**0.5 * 4000**0.5), rtol=1e-6)  # the peak
+    np.testing.assert_allclose(float(lrate(99_999)), 2.0 / (512**0.5 * 100_000**0.5), rtol=1e-6)
+
+
+def test_config_round_trip():
+    lrate = schedule.NoamSchedule(256, 100, learning_rate=0.5)
+    again = schedule.NoamSchedule.from_config(lrate.get_config())
+    assert float(again(41)) == float(lrate(41))
+
+
+def test_adam_hparams_and_first_update_uses_step_one():
+    hparams = registry.hparams("transformer_base")
+    optimizer = schedule.adam_optimizer(hparams)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    variable = keras.Variable(np.zeros(1, "float32"))
+    optimizer.apply_gradients([(np.ones(1, "float32"), variable)])
+    # Adam's first step moves each weight by lr·m̂/(√v̂+ε) = lr for a unit gradient.
+    np.testing.assert_allclose(-float(variable[0]), eq3(1), rtol=1e-4)
+    assert float(optimizer.learning_rate) == pytest.approx(eq3(2), rel=1e-6)
+
+
+def test_float16_gets_loss_scaling():
+    hparams = registry.hparams("transformer_tiny").replace(activation_dtype="float16")
+    assert isinstance(schedule.adam_optimizer(hparams), keras.optimizers.LossScaleOptimizer)

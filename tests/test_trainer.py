@@ -1,0 +1,241 @@
+"""Training (§5): learning a task, resuming after SIGKILL, the paper's batch by accumulation, NaN stops."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import checkpoints, input_pipeline, registry, trainer
+
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
+
+
+@pytest.fixture(scope="module")
+def reverse_data(tmp_path_factory):
+    """algorithmic_reverse (made by the data helper's problem) in a temporary data_dir."""
+    data_dir = str(tmp_path_factory.mktemp("data"))
+    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path_factory.mktemp("tmp")))
+    return data_dir
+
+
+def logged_scalars(output_dir, tag="loss"):
+    """step -> value of a TensorBoard scalar, read from the event files (later files win)."""
+    values = {}
+    for path in sorted(glob.glob(os.path.join(output_dir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+def train(data_dir, output_dir, overrides=SMALL, **kwargs):
+    options = dict(train_steps=8, eval_steps=1, save_checkpoints_steps=2, schedule="train", summary_steps=1,
+                   random_seed=3, log=lambda message: None)
+    options.update(kwargs)
+    hparams = registry.hparams("transformer_tiny").override(overrides)
+    return trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, **options)
+
+
+# A training run in a fresh process that SIGKILLs itself inside the save of step KILL_IN_SAVE,
+# after the checkpoint's files are written and before the `checkpoint` list names them.
+TRAIN_SCRIPT = """
+import sys
+import tensorflow as tf
+from tensorflow.python.checkpoint import checkpoint_management
+from t2t_lite import registry, trainer
+data_dir, output_dir, kill_in_save = sys.argv[1], sys.argv[2], int(sys.argv[3])
+record_state = checkpoint_management.CheckpointManager._record_state
+def record_state_or_die(manager):
+    if kill_in_save and manager.latest_checkpoint.endswith(f"-{kill_in_save}"):
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    record_state(manager)
+checkpoint_management.CheckpointManager._record_state = record_state_or_die
+hparams = registry.hparams("transformer_tiny").override(%r)
+trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, train_steps=8,
+                           save_checkpoints_steps=2, schedule="train", summary_steps=1, random_seed=3)
+""" % SMALL
+
+
+def start_training(data_dir, output_dir, kill_in_save=0):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.Popen([sys.executable, "-c", TRAIN_SCRIPT, data_dir, output_dir, str(kill_in_save)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_path):
+    reference = str(tmp_path / "reference")
+    train(reverse_data, reference)
+    expected = logged_scalars(reference)
+    assert sorted(expected) == list(range(1, 9))
+
+    # 1. Killed inside the save of step 6: ckpt-6's files exist but the list still ends at ckpt-4.
+    killed_in_save = str(tmp_path / "killed_in_save")
+    process = start_training(reverse_data, killed_in_save, kill_in_save=6)
+    assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+    assert os.path.exists(os.path.join(killed_in_save, "ckpt-6.index"))
+    assert tf.train.latest_checkpoint(killed_in_save).endswith("ckpt-4")
+
+    # 2. Killed from outside at an arbitrary moment after step 3.
+    killed_outside = str(tmp_path / "killed_outside")
+    process = start_training(reverse_data, killed_outside)
+    deadline = time.time() + 120
+    while process.poll() is None and max(logged_scalars(killed_outside), default=0) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=60) == -signal.SIGKILL
+    latest = tf.train.latest_checkpoint(killed_outside)
+    assert latest is not None and checkpoints.checkpoint_step(latest) < 8
+
+    for output_dir in (killed_in_save, killed_outside):
+        train(reverse_data, output_dir)  # the same command again resumes
+        resumed = logged_scalars(output_dir)
+        assert sorted(resumed) == list(range(1, 9))
+        np.testing.assert_allclose([resumed[s] for s in range(1, 9)], [expected[s] for s in range(1, 9)], rtol=1e-5)
+        assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-8")
+
+
+
+def test_accumulated_micro_batches_equal_one_big_batch(reverse_data):
+    """k micro-batches, normalised by all their tokens, make the same update as their concatenation."""
+    hparams = registry.hparams("transformer_tiny").override(SMALL + ",layer_prepostprocess_dropout=0")
+    problem = registry.problem("algorithmic_reverse")
+    first, second = input_pipeline.batched_dataset(problem, "dev", reverse_data, hparams).take(2)
+    length = max(first["targets"].shape[1], second["targets"].shape[1])
+    pad = lambda batch: {k: tf.pad(v, [[0, 0], [0, length - v.shape[1]]]) for k, v in batch.items()}  # noqa: E731
+    big = {k: tf.concat([pad(first)[k], pad(second)[k]], 0) for k in first}
+
+    def updated_weights(feed):
+        keras.utils.set_random_seed(0)
+        model = checkpoints.build_model(hparams, problem.vocab_size(reverse_data))
+        steps = trainer.StepFunctions(model, keras.optimizers.SGD(1.0), hparams, tf.distribute.get_strategy())
+        feed(steps)
+        return [v.numpy() for v in model.trainable_variables]
+
+    def accumulate(steps):
+        steps.build_accumulators()
+        steps.accumulate_step(first)
+        steps.accumulate_step(second)
+        steps.apply_step()
+
+    # Independently: the gradient of the big batch's mean loss over its non-padding tokens.
+    keras.utils.set_random_seed(0)
+    model = checkpoints.build_model(hparams, problem.vocab_size(reverse_data))
+    before = [v.numpy() for v in model.trainable_variables]
+    with tf.GradientTape() as tape:
+        logits = model(big, training=True)
+        real = tf.cast(big["targets"] > 0, tf.float32)
+        smoothed = tf.keras.losses.categorical_crossentropy(
+            tf.one_hot(big["targets"], logits.shape[-1]) * (1 - 0.1 - 0.1 / (logits.shape[-1] - 1))
+            + 0.1 / (logits.shape[-1] - 1), logits, from_logits=True)
+        mean_loss = tf.reduce_sum(smoothed * real) / tf.reduce_sum(real)
+    expected = [w - g.numpy() if not isinstance(g, tf.IndexedSlices) else w - tf.convert_to_tensor(g).numpy()
+                for w, g in zip(before, tape.gradient(mean_loss, model.trainable_variables))]
+
+    for got_accumulated, got_big, want in zip(updated_weights(accumulate),
+                                              updated_weights(lambda steps: steps.train_step(big)), expected):
+        np.testing.assert_allclose(got_accumulated, want, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(got_big, want, rtol=1e-4, atol=1e-6)
+
+
+def test_micro_batches_per_step_reach_tokens_per_step():
+    base = registry.hparams("transformer_base")  # 4,096 tokens per micro-batch, 25,000 per step
+    assert trainer.micro_batches_per_step(base, 1) == 7  # ceil(25000 / 4096)
+    assert trainer.micro_batches_per_step(base, 8) == 1  # §5.2: 8 GPUs already hold 32,768
+    assert trainer.micro_batches_per_step(base.replace(tokens_per_step=0), 1) == 1
+
+
+def test_flops_estimate_of_the_base_model():
+    # Base, V = 37,000: per token 6·(6·(4·512² + 2·512·2048) + 6·(8·512² + 2·512·2048) + 512·37000) matmul FLOPs.
+    base = registry.hparams("transformer_base")
+    per_token_matmul = 6 * (6 * (4 * 512**2 + 2 * 512 * 2048) + 6 * (8 * 512**2 + 2 * 512 * 2048) + 512 * 37000)
+    per_token_attention = 6 * 20 * 18 * (512 + 512)  # n = 20 positions, 6 + 2·6 attention layers
+    assert trainer.flops_per_step(base, 37000, tokens=1000, length=20) == 1000 * (per_token_matmul + per_token_attention)
+
+
+def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
+    output_dir = str(tmp_path / "nan")
+    with pytest.raises(trainer.TrainingError, match="last good checkpoint"):
+        train(reverse_data, output_dir, overrides=SMALL + ",learning_rate=1e30", save_checkpoints_steps=1)
+    latest = tf.train.latest_checkpoint(output_dir)
+    model = checkpoints.load_model(latest, checkpoints.read_hparams(output_dir), 12)
+    assert all(np.isfinite(v.numpy()).all() for v in model.trainable_variables)
+
+
+@pytest.mark.parametrize("overrides", ["activation_dtype=bfloat16", "activation_dtype=float16", "xla_compile=true"])
+def test_speed_switches_train(reverse_data, tmp_path, overrides):
+    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",learning_rate=2," + overrides, train_steps=12,
+          save_checkpoints_steps=100)
+    losses = logged_scalars(str(tmp_path / "run"))
+    assert np.mean([losses[s] for s in (10, 11, 12)]) < np.mean([losses[s] for s in (1, 2, 3)]) - 0.2
+
+
+def run_cli(argv):
+    from absl import flags as absl_flags
+
+    from t2t_lite.cli import trainer as trainer_cli
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-trainer"] + argv)
+    trainer_cli.main([])
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"], "--problem"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny", "--data_dir=d", "--output_dir=o"],
+     "--hparams_set"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=num_head=2", "--data_dir=d",
+      "--output_dir=o"], "--hparams"),
+    (["--problem=algorithmic_revers", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"],
+     "--problem"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--train_steps=0"], "--train_steps"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--worker_gpu=64"], "--worker_gpu"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--generate_data"], "--tmp_dir"),
+])
+def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(Exception, match=flag) as error:
+        run_cli(argv)
+    assert "UsageError" in type(error.value).__name__
+    assert not os.path.exists(tmp_path / "o")  # nothing written
+
+
+def test_schedule_flag_accepts_only_t2t_names():
+    from absl import flags as absl_flags
+    with pytest.raises(absl_flags.IllegalFlagValueError, match="schedule"):
+        run_cli(["--schedule=continuous_train_and_eval"])
+
+
+def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
+    """translate_ende with a tiny vocabulary: datagen, one training step, evaluation, reload (no download)."""
+    import tensorflow_datasets as tfds
+
+    from t2t_lite import datagen
+    from t2t_lite.problems.translate_wmt import TranslateEnde
+
+    class TinyEnde(TranslateEnde):
+        approx_vocab_size = 300
+        num_shards = {"train": 1, "dev": 1, "test": 1}
+
+    data_dir, output_dir = str(tmp_path / "data"), str(tmp_path / "train")
+    with tfds.testing.mock_data(num_examples=24):
+        datagen.generate(TinyEnde(), data_dir, str(tmp_path / "tmp"))
+    hparams = registry.hparams("transformer_tiny").override(SMALL + ",max_length=64,batch_size=512")
+    metrics = trainer.train_and_evaluate(TinyEnde(), hparams, data_dir, output_dir, train_steps=1, eval_steps=1,
+                                         log=lambda message: None)
+    assert set(metrics) >= {"loss", "perplexity", "accuracy"} and np.isfinite(metrics["loss"])
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-1")
+    info = checkpoints.read_problem_info(output_dir)
+    assert info["vocab_size"] == TinyEnde().vocab_size(data_dir)
+    checkpoints.load_model(output_dir, checkpoints.read_hparams(output_dir), info["vocab_size"])
