@@ -169,7 +169,7 @@ def attention_pictures(model, vocabulary, translations, directory: str) -> list:
                               "targets": np.array([target_ids], np.int32)}, return_attention=True)
         per_sentence = {kind: [np.asarray(layer)[0] for layer in layers] for kind, layers in attention.items()}
         written += attention_plot.plot_attention(
-            per_sentence, _pieces(vocabulary, source_ids), _pieces(vocabulary, target_ids),
+            _pieces(vocabulary, source_ids), _pieces(vocabulary, target_ids), per_sentence,
             os.path.join(directory, f"sentence_{index:04d}"))
     return written
 

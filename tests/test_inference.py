@@ -94,6 +94,19 @@ def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
     assert all(target == " ".join(reversed(line.split())) for line, target in zip(inputs, targets))
 
 
+def test_cli_writes_attention_pictures_per_layer_and_head(trained, tmp_path):
+    _, _, data_dir, output_dir = trained
+    source = tmp_path / "two.txt"
+    source.write_text("3 4\n5\n")
+    pictures = tmp_path / "attention"
+    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+                f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out.txt'}",
+                f"--attention_dir={pictures}")
+    # 2 layers x 4 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
+    for sentence in ("sentence_0000", "sentence_0001"):
+        assert len(list((pictures / sentence).glob("*.png"))) == 2 * 4 * 3
+
+
 def test_cli_without_checkpoint_names_the_flags(trained):
     with pytest.raises(Exception, match="--output_dir"):
         run_decoder("--problem=algorithmic_reverse", f"--data_dir={trained[2]}")
