@@ -85,7 +85,8 @@ def main() -> None:
           f"max_length={hparams.max_length}, min_length_bucket={hparams.min_length_bucket}, "
           f"length_bucket_step={hparams.length_bucket_step})")
     print(f"batches {totals['batches']}, examples {totals['examples']}, distinct batch shapes {totals['shapes']}")
-    print(f"examples/s {totals['examples'] / seconds:,.0f}   tokens/s {totals['real'] / seconds:,.0f} (real, both sides)")
+    print(f"examples/s {totals['examples'] / seconds:,.0f}   "
+          f"tokens/s {totals['real'] / seconds:,.0f} (real, both sides)")
     print(f"padding efficiency (both sides): {totals['real'] / totals['padded']:.1%}")
     print(f"padding efficiency (longer side): {totals['longer_real'] / totals['longer_padded']:.1%}")
 

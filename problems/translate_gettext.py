@@ -2,12 +2,14 @@
 
 Every translated Debian/Ubuntu package installs its messages as compiled gettext
 catalogs, `/usr/share/locale/<lang>/LC_MESSAGES/<package>.mo`: real human
-translations of English user-interface text, present without any download. On a
-stock Debian 12 / Ubuntu 24.04 system the German catalogs come from packages such
-as coreutils, tar, grep, sed, wget, make, man-db, apt (libapt-pkg), dpkg, systemd,
-util-linux-locales, iso-codes, gnupg-l10n, libc-l10n, postgresql-common and
-binutils-common; `apt-get install -y <package>` adds more. (Minimal container images
-often delete /usr/share/locale; reinstall the packages after removing the
+translations of English user-interface text, present without any download. On this
+project's Debian 12 machine 86 German and 87 French catalogs (54,900 and 62,000 distinct
+message pairs; 43,200 and 57,400 once untranslated ones are dropped) come from
+packages such as coreutils, findutils, diffutils, tar, grep, sed, bash, wget, make,
+man-db, apt, libapt-pkg6.0, dpkg, git, systemd, procps, iso-codes, xkb-data, libc-l10n,
+gnupg-l10n, libglib2.0-data, postgresql-15 and postgresql-client-15;
+`apt-get install -y <package>` adds more. (Minimal container images often delete
+/usr/share/locale; reinstall the packages after removing the
 `path-exclude=/usr/share/locale/*` line from /etc/dpkg/dpkg.cfg.d/excludes.)
 
 How catalogs become pairs (`catalog_pairs`):
@@ -48,7 +50,9 @@ DROP_NO_WORDS = "only placeholders or punctuation"
 _MO_MAGIC = (0x950412DE, 0xDE120495)
 _CONTEXT_SEPARATOR = "\x04"
 _PLURAL_SEPARATOR = "\x00"
-_PLACEHOLDER = re.compile(r"%(\d+\$)?(\(\w+\))?[-+ #0']*(\*|\d+)?(\.(\*|\d+))?[hlLqjzt]*[diouxXeEfFgGcrsaCSpn%]|\{\w*\}")
+# printf conversions (%s, %1$d, %-10.3f, %(name)s, %lld) and Python/C# braces ({0}, {name}).
+_PLACEHOLDER = re.compile(
+    r"%(\d+\$)?(\(\w+\))?[-+ #0']*(\*|\d+)?(\.(\*|\d+))?[hlLqjzt]*[diouxXeEfFgGcrsaCSpn%]|\{\w*\}")
 # A mnemonic marker at the start of a word in the English text: "_File", "Save _As", "&Open".
 _SOURCE_ACCELERATOR = re.compile(r"(?<![\w&_])[_&](?=[^\W\d_])")
 _TARGET_ACCELERATOR = re.compile(r"(?<![&_])[_&](?=[^\W\d_])")

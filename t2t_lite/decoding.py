@@ -24,8 +24,8 @@ Empty slots (a row with fewer than `beam_size` distinct hypotheses) score -inf.
 `greedy_search` is the beam-1 decoder (tensor2tensor also switches to an argmax loop
 for beam 1): it follows the argmax token until EOS or the limit. `decode` and
 `decode_batch` drive both with a model's cache API (`encode`, `initial_cache`,
-`decode_step`); `use_cache=False` instead re-runs the whole model over the prefix
-at every step, the slow reference that the cache must equal.
+`decode_step`); `use_cache=False` instead re-runs the whole model (encoder included)
+over the prefix at every step, the slow reference that the cache must equal.
 """
 
 import weakref
@@ -169,15 +169,15 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
     """Translates a batch with `model`'s cache API; traceable inside a tf.function or SavedModel.
 
     Args:
-      model: a `Transformer` (or any model with `vocab_size`, `encode`, `initial_cache`,
-        `decode_step`, and `__call__` on {"inputs", "targets"} for use_cache=False).
+      model: a `Transformer` (or any model with `vocab_size`, `encode`, `initial_cache` and
+        `decode_step`, and for use_cache=False `decoder_hidden` and `logits`).
       inputs: int32 [batch, src_len], 0-padded, EOS included as in training data.
       beam_size: 1 decodes greedily (`greedy_search`), more runs `beam_search`.
       alpha: length penalty exponent.
       extra_length: each sentence may emit up to (its own non-padding length + extra_length)
         tokens, so the result of a sentence does not depend on the rest of its batch.
-      use_cache: False re-runs the full model over the prefix at every step (slow; the
-        reference the cached decoding must equal).
+      use_cache: False re-runs the whole model, encoder included, over the prefix at every
+        step (slow; the reference the cached decoding must equal).
       eos_id: the id that ends a sentence; benchmarks pass -1 to decode to the full length.
 
     Returns (ids int32 [batch, beam, length], scores float32 [batch, beam]) as beam_search.
@@ -207,8 +207,9 @@ def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=
     settings = (beam_size, float(alpha), extra_length, use_cache, eos_id)
     compiled = _COMPILED.setdefault(model, {})
     if settings not in compiled:
+        model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
         compiled[settings] = tf.function(
-            lambda batch: decode(model, batch, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
+            lambda batch: decode(model_ref(), batch, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
                                  use_cache=use_cache, eos_id=eos_id),
             input_signature=[tf.TensorSpec([None, None], tf.int32)])
     ids, scores = compiled[settings](tf.convert_to_tensor(inputs, tf.int32))
@@ -251,9 +252,11 @@ def _uncached_step(model, inputs, beam_size):
 
     def symbols_to_logits_fn(ids, step, states):
         # The model shifts targets right behind the start symbol, so targets = prefix
-        # without the start id plus one placeholder; the last position predicts the next token.
+        # without the start id plus one placeholder; the last position predicts the next token,
+        # and only it goes through the pre-softmax projection.
         targets = tf.pad(ids[:, 1:], [[0, 0], [0, 1]])
-        return model({"inputs": beam_inputs, "targets": targets})[:, -1], states
+        hidden, _ = model.decoder_hidden({"inputs": beam_inputs, "targets": targets})
+        return model.logits(hidden[:, -1]), states
 
     return symbols_to_logits_fn
 

@@ -11,17 +11,19 @@ Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
   serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch]
   translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch]
 `translate_ids` is for clients that tokenize themselves: each row holds a sentence's
-SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped);
-`outputs` are the best hypothesis' ids as `decode_batch` returns them (EOS included
-unless the length limit was reached, then 0-padded). `scores` are log P(Y|X) / lp(Y).
+SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped;
+ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' ids as
+`decode_batch` returns them (EOS included unless the length limit was reached, then
+0-padded). `scores` are log P(Y|X) / lp(Y) of the best hypothesis.
 
 Inputs longer than `max_input_length - 1` subwords are cut to their first
 `max_input_length - 1` subwords before EOS is appended (the model sees at most
 `max_input_length` ids); each sentence emits at most its input length + `extra_length`
 subwords. The decode settings are fixed at export and recorded, with the problem and
-the hparams, in `assets/t2t_export.json`; the vocabulary's `.model` file is copied
-to `assets/` too. The graph needs only TensorFlow and the tensorflow-text ops
-(SentencePiece), both in the stock `tensorflow/serving` image: no Python code of
+the hparams, in `assets/t2t_export.json` (in Python:
+`tf.saved_model.load(path).export_config.asset_path`); the vocabulary's `.model` file
+is copied to `assets/` too. The graph needs only TensorFlow and the tensorflow-text
+ops (SentencePiece), both in the stock `tensorflow/serving` image: no Python code of
 this project runs at load time, and the only variables are the model's weights,
 restored from the checkpoint.
 
@@ -171,6 +173,27 @@ def version_dir(export_dir: str, checkpoint: str) -> str:
     return path
 
 
+def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, final_dir: str) -> None:
+    """Saves `module` with both signatures and its assets, through a staging directory renamed at the end.
+
+    TF Serving loads only directories named by a number, so it ignores the hidden staging one,
+    and a failed export leaves nothing behind.
+    """
+    staging = os.path.join(os.path.dirname(final_dir), f".{os.path.basename(final_dir)}.incomplete-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory() as config_dir:
+            config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
+            with open(config_path, "w") as file:
+                json.dump(config, file, indent=2, sort_keys=True)
+            module.export_config = tf.saved_model.Asset(config_path)
+            module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
+            tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
+                                                            IDS_SIGNATURE: module.translate_ids})
+        os.rename(staging, final_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, export_dir: str,
                  decode_overrides: str = "", model_name: str = "transformer") -> str:
     """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
@@ -187,18 +210,7 @@ def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, e
     model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name)
     module = serving_module(model, vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
-    # TF Serving loads only directories named by a number, so the hidden staging one is ignored.
-    staging = os.path.join(export_dir, f".{os.path.basename(final_dir)}.incomplete-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    with tempfile.TemporaryDirectory() as config_dir:
-        config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
-        with open(config_path, "w") as file:
-            json.dump(config, file, indent=2, sort_keys=True)
-        module.export_config = tf.saved_model.Asset(config_path)
-        module.vocabulary_file = tf.saved_model.Asset(vocabulary.model_path)
-        tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
-                                                        IDS_SIGNATURE: module.translate_ids})
-    os.rename(staging, final_dir)
+    write_saved_model(module, config, vocabulary.model_path, final_dir)
     print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
           f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids)")
     return final_dir

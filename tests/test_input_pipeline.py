@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from t2t_lite import datagen, registry
+from t2t_lite import datagen, input_pipeline, registry
 from t2t_lite.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
 from t2t_lite.problems.algorithmic import AlgorithmicProblem
 from t2t_lite.vocabulary import EOS_ID
@@ -37,6 +37,11 @@ def data_dir(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("lengths"))
     datagen.generate(Lengths(), directory, directory)
     return directory
+
+
+@pytest.fixture(autouse=True)
+def small_shuffle_buffer(monkeypatch):
+    monkeypatch.setattr(input_pipeline, "SHUFFLE_BUFFER", 1000)  # the data are 600 examples: same mixing, faster
 
 
 @pytest.fixture()

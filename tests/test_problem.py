@@ -13,6 +13,7 @@ from absl.testing import flagsaver
 from t2t_lite import datagen, registry
 from t2t_lite.cli import datagen as datagen_cli
 from t2t_lite.cli import flags
+from t2t_lite.problems.algorithmic import AlgorithmicReverse
 from t2t_lite.problems.translate_files import CorpusError, TranslateFiles
 
 SUBJECTS = [("the cat", "die Katze"), ("the old man", "der alte Mann"), ("my sister", "meine Schwester"),
@@ -165,3 +166,14 @@ def test_cli_errors_name_the_flag(tmp_path):
     with flagsaver.flagsaver(problem="translate_files", data_dir=str(tmp_path), tmp_dir=str(tmp_path)):
         with pytest.raises(flags.UsageError, match="train.src is missing"):
             datagen_cli.main([])
+
+
+def test_cli_generates_the_base_problems_files_for_rev(tmp_path, capsys, monkeypatch):
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    monkeypatch.setattr(AlgorithmicReverse, "num_examples", {"train": 200, "dev": 20, "test": 20})
+    data_dir = tmp_path / "data"
+    with flagsaver.flagsaver(problem="algorithmic_reverse_rev", data_dir=str(data_dir), tmp_dir=str(tmp_path)):
+        datagen_cli.main([])
+    assert "algorithmic_reverse-train-00000-of-00002" in os.listdir(data_dir)
+    assert "algorithmic_reverse train: wrote 200 pairs; dropped 0." in capsys.readouterr().out
