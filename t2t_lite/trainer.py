@@ -106,10 +106,15 @@ class StepFunctions:
             self._accumulated = None
             self._accumulated_sums = tf.Variable(tf.zeros([3]), **on_read)
             self._on_read = on_read
-        self.train_step = tf.function(self._train_step, reduce_retracing=True)
-        self.accumulate_step = tf.function(self._accumulate_step, reduce_retracing=True)
+        # Batches come in a few dozen shapes; one trace with unknown dimensions serves them all.
+        # Distributed batches have no plain TensorSpec, so there TensorFlow generalizes after a retrace.
+        batch_spec = {name: tf.TensorSpec([None, None], tf.int32) for name in ("inputs", "targets")}
+        compile_step = (lambda fn: tf.function(fn, reduce_retracing=True)) if strategy.num_replicas_in_sync > 1 \
+            else (lambda fn: tf.function(fn, input_signature=[batch_spec]))
+        self.train_step = compile_step(self._train_step)
+        self.accumulate_step = compile_step(self._accumulate_step)
         self.apply_step = tf.function(self._apply_step)
-        self.eval_step = tf.function(self._eval_step, reduce_retracing=True)
+        self.eval_step = tf.function(self._eval_step, input_signature=[batch_spec])
 
     def _reduce(self, per_replica):
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)

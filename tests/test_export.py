@@ -6,6 +6,7 @@ so its translations differ from sentence to sentence, some end in EOS and some r
 length limit; the export is written once per module by the `t2t-exporter` tool itself.
 """
 
+import contextlib
 import json
 import os
 import random
@@ -63,6 +64,18 @@ def train_word_reversal(model, vocab, steps):
     return optimizer
 
 
+@contextlib.contextmanager
+def python_random_seed(seed):
+    """Keras seeds unseeded initializers from Python's `random`: seed it for this block only,
+    so the weights are reproducible and other tests' random state is left as it was."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
 def run_exporter(argv):
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-exporter"] + argv)
@@ -77,8 +90,8 @@ def setup(tmp_path_factory):
     vocab = vocabulary.train_vocabulary(random_sentences(seed=1, count=300, max_words=12),
                                         os.path.join(data_dir, problem.vocab_filename()), 400)
     hparams = registry.hparams("transformer_tiny").override(TINY)
-    keras.utils.set_random_seed(1)
-    model = checkpoints.build_model(hparams, vocab.vocab_size)
+    with python_random_seed(1):
+        model = checkpoints.build_model(hparams, vocab.vocab_size)
     optimizer = train_word_reversal(model, vocab, STEP)
     # A training checkpoint with the optimizer's state, which the export must leave out.
     checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), train_dir, 2).save(STEP)

@@ -1,0 +1,221 @@
+"""t2t_lite measured exactly as the peers in /work/shared/peers are: one JSON line in their schema.
+
+    .venv/bin/python bench/peer_project.py --preset base [--xla] [--peers_dir DIR] [--out FILE]
+    .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
+    .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
+
+The presets, random batches, warm-up and timing protocol, thread settings and the JSON
+schema all come from the peers' own `peer_common.py`, so the figures sit beside theirs
+(`bench/compare_peers.py` runs everything; run_all.sh's `EXTRA=project=...` hook works too).
+What is timed is what a user gets:
+  * training: `trainer.StepFunctions.train_step` (forward, the label-smoothed loss of
+    loss.py, backward, Adam on eq. 3 from schedule.py) on transformer_tiny / transformer_base
+    with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
+  * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
+    eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do.
+Achieved FLOP/s = trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
+
+`--memory train|decode` skips the timing protocol and reports the process's peak resident
+memory (VmHWM of /proc/self/status): `train` runs the set's real update at a micro-batch
+of `--memory_tokens` target tokens (transformer_base: 4,096 tokens, accumulated towards
+tokens_per_step = 25,000, so two accumulate steps and one apply step), `decode` one
+beam-4 decoding call of the preset's 32 sentences.
+"""
+
+import argparse
+import os
+import sys
+
+from compare_peers import PeersNotFoundError, find_peers_dir
+
+
+def _import_peer_common():
+    """peer_common sets the thread environment, so it is imported before TensorFlow."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--peers_dir", default=None)
+    try:
+        peers_dir = find_peers_dir(parser.parse_known_args()[0].peers_dir)
+    except PeersNotFoundError as error:
+        sys.exit(f"bench/peer_project.py: {error}")
+    sys.path.insert(0, peers_dir)
+    import peer_common
+    return peer_common
+
+
+pc = _import_peer_common()
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
+tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
+
+import t2t_lite  # noqa: E402
+from t2t_lite import checkpoints, decoding, registry, trainer  # noqa: E402
+from t2t_lite.schedule import adam_optimizer  # noqa: E402
+
+HPARAMS_SETS = {"tiny": "transformer_tiny", "base": "transformer_base"}
+NO_EOS = -1  # no id equals it, so nothing stops early (the peers' protocol)
+
+
+# -- The preset as HParams --------------------------------------------------------------
+def preset_hparams(cfg, xla: bool):
+    """The registered set with the preset's shape; fails if the set and the peers' preset disagree."""
+    hparams = registry.hparams(HPARAMS_SETS[cfg["preset"]])
+    expected = {"num_encoder_layers": (hparams.encoder_layers, cfg["num_encoder_layers"]),
+                "num_decoder_layers": (hparams.decoder_layers, cfg["num_decoder_layers"]),
+                "d_model": (hparams.hidden_size, cfg["d_model"]),
+                "num_heads": (hparams.num_heads, cfg["num_heads"]),
+                "d_ff": (hparams.filter_size, cfg["d_ff"]),
+                "dropout": (hparams.layer_prepostprocess_dropout, cfg["dropout"]),
+                "label_smoothing": (hparams.label_smoothing, cfg["label_smoothing"]),
+                "shared_embeddings": (hparams.shared_embedding_and_softmax_weights, cfg["shared_embeddings"]),
+                "sinusoids": (hparams.pos, "timing")}
+    wrong = {name: pair for name, pair in expected.items() if pair[0] != pair[1]}
+    if wrong:
+        raise ValueError(f"{HPARAMS_SETS[cfg['preset']]} does not match peer_common.PRESETS[{cfg['preset']!r}]: "
+                         + ", ".join(f"{name} {ours} != {theirs}" for name, (ours, theirs) in wrong.items()))
+    # One Adam update per batch, as every peer does (no accumulation towards tokens_per_step).
+    return hparams.replace(batch_size=cfg["train_batch"] * cfg["tgt_len"], tokens_per_step=0, xla_compile=xla)
+
+
+def build(hparams, vocab_size, seed):
+    keras.utils.set_random_seed(seed)
+    model = checkpoints.build_model(hparams, vocab_size)
+    optimizer = adam_optimizer(hparams)
+    optimizer.build(model.trainable_variables)
+    return model, trainer.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
+
+
+def as_batch(source, targets):
+    return {"inputs": tf.constant(source, tf.int32), "targets": tf.constant(targets, tf.int32)}
+
+
+# -- The peers' protocol -----------------------------------------------------------------
+def time_training(steps, hparams, cfg, seed):
+    """pc.time_train on the real train step, plus the FLOP estimate and achieved FLOP/s."""
+    batches = [as_batch(source, targets) for source, targets in pc.random_batches(cfg, seed=seed)]
+
+    def step(batch):
+        loss_sum, _, tokens = steps.train_step(batch).numpy()
+        return loss_sum / tokens
+
+    result = pc.time_train(step, batches, cfg)
+    flops = trainer.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
+    result["flops_per_step"] = flops
+    result["flops_per_s"] = pc.summary([flops / seconds for seconds in result["step_s"]["values"]], nd=0)
+    result["optimizer"] = "t2t_lite.trainer.StepFunctions.train_step (keras Adam, eq. 3 schedule)"
+    return result
+
+
+def decode_settings(cfg, beam_size):
+    # decode_length = the input's non-padding length + extra_length (decoding.decode).
+    return dict(beam_size=beam_size, alpha=cfg["beam_alpha"],
+                extra_length=cfg["decode_max_out"] - cfg["decode_src_len"], eos_id=NO_EOS)
+
+
+def time_decoding(model, cfg, modes):
+    """pc.time_decode for greedy and/or beam 4, and the peers' greedy self-check."""
+    source = pc.random_decode_src(cfg)
+    results = {}
+    beam_sizes = {"greedy": 1, "beam": cfg["beam_size"]}
+    for name in modes:
+        beam_size = beam_sizes[name]
+        settings = decode_settings(cfg, beam_size)
+        pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
+        results[name] = pc.time_decode(
+            lambda batch, settings=settings: decoding.decode_batch(model, batch, **settings)[0], source, cfg,
+            method=f"t2t_lite.decoding.decode_batch(beam_size={beam_size}) (tf.function)", cached=True,
+            beam_size=beam_size, alpha=cfg["beam_alpha"])
+        if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
+            raise RuntimeError(f"{name} decoding returned {results[name]['out_shape']}, expected "
+                               f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings).")
+    if "greedy" not in results:
+        return results
+    output = decoding.decode_batch(model, source, **decode_settings(cfg, 1))[0]
+    logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
+    results["greedy"]["check_teacher_forced_argmax_match"] = round(
+        float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4)
+    return results
+
+
+# -- Peak memory ---------------------------------------------------------------------------
+def peak_rss_mb() -> float:
+    """VmHWM, the peak resident set size of this process so far, in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("/proc/self/status has no VmHWM line (not Linux?).")
+
+
+def measure_memory(phase, cfg, micro_batch_tokens, seed):
+    """Peak RSS of the set's real training update at `micro_batch_tokens`, or of one beam-4 decoding call."""
+    hparams = registry.hparams(HPARAMS_SETS[cfg["preset"]]).replace(batch_size=micro_batch_tokens)
+    model, steps = build(hparams, cfg["vocab_size"], seed)
+    result = {"phase": phase, "peak_rss_after_build_mb": round(peak_rss_mb(), 1)}
+    if phase == "train":
+        rng = np.random.default_rng(seed)
+        sentences = micro_batch_tokens // cfg["tgt_len"]
+        batch = as_batch(*(rng.integers(pc.FIRST_REAL_ID, cfg["vocab_size"], size=(sentences, cfg["tgt_len"]))
+                           for _ in range(2)))
+        k = trainer.micro_batches_per_step(hparams, num_replicas=1)
+        if k > 1:
+            steps.build_accumulators()
+            for _ in range(2):  # the accumulators' size does not grow with k
+                steps.accumulate_step(batch).numpy()
+            steps.apply_step()
+        else:
+            steps.train_step(batch).numpy()
+        result.update(micro_batch_tokens=sentences * cfg["tgt_len"], micro_batches_per_step=k,
+                      tokens_per_step=hparams.tokens_per_step)
+    else:
+        source = pc.random_decode_src(cfg)
+        decoding.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
+        result.update(sentences=int(source.shape[0]), beam_size=cfg["beam_size"], out_tokens=cfg["decode_max_out"])
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    return result
+
+
+# -- Entry point -----------------------------------------------------------------------------
+def extra_flags(parser):
+    parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
+    parser.add_argument("--xla", action="store_true", help="hparams xla_compile=True for the train step")
+    parser.add_argument("--memory", choices=("train", "decode"), default=None,
+                        help="only report the peak resident memory of one training update or decoding call")
+    parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
+
+
+def main():
+    args, cfg = pc.parse_args(__doc__.splitlines()[0], extra_flags)
+    hparams = preset_hparams(cfg, args.xla)
+    result = {
+        "peer": "t2t_lite" + (" +XLA" if args.xla else ""),
+        "preset": cfg["preset"],
+        "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
+                     "numpy": np.__version__},
+        "threads": {"tf.intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                    "tf.inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "hparams_set": HPARAMS_SETS[cfg["preset"]],
+        "jit_compile": args.xla,
+    }
+    if args.memory:
+        result["memory"] = measure_memory(args.memory, cfg, args.memory_tokens, args.seed)
+        pc.emit(result, args.out)
+        return
+    model, steps = build(hparams, cfg["vocab_size"], args.seed)
+    result["params"] = int(model.count_params())
+    if not args.skip_train:
+        pc.log(f"[t2t_lite {cfg['preset']}] training ...")
+        result["train"] = time_training(steps, hparams, cfg, args.seed)
+    if not args.skip_decode:
+        modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
+        result["decode"] = time_decoding(model, cfg, modes)
+    pc.emit(result, args.out)
+
+
+if __name__ == "__main__":
+    main()
