@@ -5,8 +5,9 @@
     .venv/bin/python bench/compare_peers.py --skip_peers             # t2t_lite rows only
 
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
-matmul peak, then per preset the peers, t2t_lite, t2t_lite +XLA (and in round 1 the two
-memory probes); with --repeats the rounds interleave every row. The peers are the scripts
+the two memory probes (once, --memory_presets), then in each round the matmul peak and
+per preset the peers, t2t_lite and t2t_lite +XLA; with --repeats the rounds interleave
+every row. The peers are the scripts
 of /work/shared/peers (found as ../shared/peers beside the repository, or --peers_dir),
 each in its own virtual environment (`bash <peers_dir>/setup_venvs.sh` creates them);
 t2t_lite is bench/peer_project.py on the same peer_common.py protocol, so inputs, warm-up
@@ -137,9 +138,14 @@ def protocol_flags(preset, args) -> list:
 
 
 def run_all(args, peers_dir, log_path) -> tuple:
-    """Every round: the matmul peak, then each preset's rows; returns (rows, matmul peaks)."""
+    """The memory probes, then every round: the matmul peak and each preset's rows; returns (rows, peaks)."""
     peers = [] if args.skip_peers else [(label, peer_command(label, peers_dir)) for label in args.peers]
     rows, peaks = [], []
+    # Memory does not depend on the load of the machine, so the probes go first, once.
+    for preset in args.memory_presets:
+        for phase in MEMORY_PHASES:
+            rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
+                                preset, args, log_path))
     for round_index in range(args.repeats):
         peak = run_row("matmul_peak", [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"),
                                         "--threads", str(args.threads)], None, args, log_path)
@@ -151,10 +157,6 @@ def run_all(args, peers_dir, log_path) -> tuple:
             timed = peers + [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla", "--skip-decode"))]
             for label, argv in timed:
                 rows.append(dict(run_row(label, argv + flags, preset, args, log_path), round=round_index + 1))
-            if round_index == 0 and not args.skip_memory:
-                for phase in MEMORY_PHASES:
-                    rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
-                                        preset, args, log_path))
     return rows, peaks
 
 
@@ -275,11 +277,12 @@ def format_table(summary) -> str:
 # -- Entry point --------------------------------------------------------------------------------
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", default="tiny,base", help="comma-separated subset of tiny,base")
+    parser.add_argument("--presets", default="tiny,base", help="comma-separated subset of tiny,base (timed rows)")
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     parser.add_argument("--repeats", type=int, default=1, help="interleaved rounds of every row")
     parser.add_argument("--skip_peers", action="store_true", help="only the t2t_lite rows (and the matmul peak)")
-    parser.add_argument("--skip_memory", action="store_true", help="no memory probes")
+    parser.add_argument("--memory_presets", default="base",
+                        help="presets whose peak memory is probed, once, before the timed rows ('' = none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per preset instead of tables")
     parser.add_argument("--peers_dir", default=None, help=f"the peers' harness (default {DEFAULT_PEERS_DIR})")
     parser.add_argument("--output_dir", default=None, help="results.jsonl, summary.json and run.log go here")
@@ -290,7 +293,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     args.presets = [preset for preset in args.presets.split(",") if preset]
     args.peers = [peer for peer in args.peers.split(",") if peer]
-    unknown = [preset for preset in args.presets if preset not in ("tiny", "base")]
+    args.memory_presets = [preset for preset in args.memory_presets.split(",") if preset]
+    unknown = [preset for preset in args.presets + args.memory_presets if preset not in ("tiny", "base")]
     if unknown:
         parser.error(f"--presets: unknown {', '.join(unknown)}; choose from tiny,base.")
     if args.cpus and not shutil.which("taskset"):

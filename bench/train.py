@@ -39,7 +39,7 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     tokens = sentences * length
     flops = trainer.flops_per_step(hparams, vocab_size, tokens, length)
     return {"hparams_set": hparams_set, "params": model.count_params(), "tokens/step": tokens,
-            "ms/step": 1000 * seconds, "tokens/s": tokens / seconds, "TFLOP/s": flops / seconds / 1e12}
+            "ms/step": 1000 * seconds, "tokens/s": tokens / seconds, "GFLOP/s": flops / seconds / 1e9}
 
 
 def main():

@@ -39,6 +39,29 @@ def local_devices(count: int) -> list:
     return [device.name for device in devices[:count]]
 
 
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the model directory (always, unless it is a non-chief worker)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def checkpoint_directory(strategy: tf.distribute.Strategy, output_dir: str) -> str:
+    """Where this process saves: `output_dir` for the chief, a private scratch directory otherwise.
+
+    Under MultiWorkerMirroredStrategy every worker must take part in each save (the
+    variables are synchronised by collectives), but only the chief's copy is kept.
+    """
+    if is_chief(strategy):
+        return output_dir
+    resolver = strategy.cluster_resolver
+    return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}_scratch")
+
+
 def _cluster_workers() -> int:
     config = os.environ.get("TF_CONFIG")
     if not config:

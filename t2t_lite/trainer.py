@@ -258,30 +258,33 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     batches = TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
     checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
                                                  data_batches_taken=batches.batches_taken)
-    manager = checkpoints.checkpoint_manager(checkpoint, output_dir, keep_checkpoint_max)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        log(f"Restored {manager.latest_checkpoint} (step {int(optimizer.iterations.numpy())}).")
+    # Every worker saves (the collectives need them all), but only the chief into output_dir.
+    save_dir = distribution.checkpoint_directory(strategy, output_dir)
+    manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
+    latest = tf.train.latest_checkpoint(output_dir)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
     elif schedule == "evaluate":
         raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
-    checkpoints.write_model_info(output_dir, hparams, problem.name, model_name, vocab_size)
+    checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size)
 
     if schedule == "evaluate":
-        return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+        return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
     k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
     if k > 1:
         steps.build_accumulators()
     log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
         f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
         f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
-    if not manager.latest_checkpoint:
+    if not latest:
         manager.save(checkpoint_number=0)
     evaluating = schedule == "train_and_evaluate"
-    metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps,
+    metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
                           eval_steps, local_eval_frequency if evaluating else 0, save_checkpoints_steps,
                           summary_steps, train_minutes, vocab_size, log)
     if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
-        metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+        metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
     return metrics
 
 

@@ -88,3 +88,22 @@ def test_tf_config_selects_multi_worker(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="TF_CONFIG"):
         distribution.strategy_for(1)
+
+
+def test_only_the_chief_saves_into_output_dir():
+    class Resolver:
+        def __init__(self, task_type, task_id):
+            self.task_type, self.task_id = task_type, task_id
+
+        def cluster_spec(self):
+            import tensorflow as tf
+            return tf.train.ClusterSpec({"worker": ["a:1", "b:1"]})
+
+    class Strategy:
+        def __init__(self, resolver):
+            self.cluster_resolver = resolver
+
+    assert distribution.checkpoint_directory(Strategy(Resolver("worker", 0)), "/out") == "/out"
+    assert distribution.checkpoint_directory(Strategy(Resolver("worker", 1)), "/out") == "/out/worker_1_scratch"
+    import tensorflow as tf
+    assert distribution.checkpoint_directory(tf.distribute.get_strategy(), "/out") == "/out"

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from t2t_lite import datagen, registry
+from t2t_lite import datagen, input_pipeline, registry
 from t2t_lite.input_pipeline import batched_dataset
 from t2t_lite.problems import translate_gettext
 from t2t_lite.problems.translate_gettext import TranslateEndeGettext, read_mo
@@ -106,7 +106,8 @@ def test_splits_never_share_a_source_sentence(locale_dir):
         assert all(translate_gettext.split_of(source) == split for source in sources)
 
 
-def test_datagen_drops_untranslated_and_placeholder_only_messages(locale_dir, tmp_path):
+def test_datagen_drops_untranslated_and_placeholder_only_messages(locale_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(input_pipeline, "SHUFFLE_BUFFER", 100)  # a few hundred examples: no need for 10,000
     class TinyGettext(TranslateEndeGettext):
         approx_vocab_size = 400
         num_shards = {"train": 1, "dev": 1, "test": 1}

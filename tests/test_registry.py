@@ -1,7 +1,5 @@
 """The registry: decorators, look-ups with suggestions, --t2t_usr_dir, and --registry_help."""
 
-import subprocess
-import sys
 import textwrap
 
 import pytest

@@ -16,8 +16,6 @@ from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to decode with; default: the latest in --output_dir.")
-flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50,batch_size=32,return_beams=False".')
 flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 text file.")
 flags.DEFINE_string("decode_to_file", None, "Where to write one output line per input line.")
 flags.DEFINE_bool("decode_interactive", False, "Read sentences from stdin and print their decodings.")
@@ -29,9 +27,7 @@ def main(argv):
     del argv
     t2t_flags.prepare()
     t2t_flags.require("problem", "data_dir")
-    if not (FLAGS.output_dir or FLAGS.checkpoint_path):
-        raise t2t_flags.UsageError("Give --output_dir (the training directory) or --checkpoint_path.")
-    model_dir = FLAGS.output_dir or os.path.dirname(FLAGS.checkpoint_path)
+    model_dir = t2t_flags.trained_model_dir()
     problem = t2t_flags.problem_from_flags()
     try:
         hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)

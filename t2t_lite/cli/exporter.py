@@ -7,8 +7,6 @@ writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_pa
 layout TF Serving watches. See `t2t_lite.export` for the signatures and settings.
 """
 
-import os
-
 from absl import app, flags as absl_flags
 
 from t2t_lite import checkpoints, export, inference, registry
@@ -17,11 +15,6 @@ from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 
-# t2t-decoder defines the same two flags; allow_override lets both tools share one process (tests).
-absl_flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to export; default: the latest in "
-                         "--output_dir.", allow_override=True)
-absl_flags.DEFINE_string("decode_hparams", "", 'Decoding settings fixed in the export, e.g. "beam_size=4,alpha=0.6,'
-                         'extra_length=50,max_input_length=256".', allow_override=True)
 absl_flags.DEFINE_string("export_dir", None, "Base directory of the exports; each goes to <export_dir>/<step>/.")
 
 
@@ -29,9 +22,7 @@ def main(argv):
     del argv
     flags.prepare()
     flags.require("problem", "data_dir", "export_dir")
-    if not (FLAGS.output_dir or FLAGS.checkpoint_path):
-        raise flags.UsageError("Give --output_dir (the training directory) or --checkpoint_path.")
-    model_dir = FLAGS.output_dir or os.path.dirname(FLAGS.checkpoint_path)
+    model_dir = flags.trained_model_dir()
     problem = flags.problem_from_flags()
     try:
         hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)

@@ -6,6 +6,7 @@ behave the same everywhere. A bad value stops the tool before any work with a
 message that names the flag.
 """
 
+import os
 import sys
 
 from absl import app, flags
@@ -24,6 +25,9 @@ flags.DEFINE_string("hparams", "", 'Comma-separated overrides of the hparams set
 flags.DEFINE_string("data_dir", None, "Directory of the generated TFRecord files and vocabulary.")
 flags.DEFINE_string("tmp_dir", None, "Directory for raw downloaded or user-supplied data.")
 flags.DEFINE_string("output_dir", None, "Directory of the model's checkpoints and hparams.json.")
+# Used by the tools that load a trained model (t2t-decoder, t2t-exporter).
+flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to use; default: the latest in --output_dir.")
+flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 
 
 class UsageError(app.UsageError):
@@ -46,6 +50,13 @@ def require(*names: str) -> None:
     missing = [f"--{name}" for name in names if not getattr(FLAGS, name)]
     if missing:
         raise UsageError(f"Missing required flag(s): {', '.join(missing)}.")
+
+
+def trained_model_dir() -> str:
+    """The training directory of --output_dir or --checkpoint_path (where hparams.json lies)."""
+    if not (FLAGS.output_dir or FLAGS.checkpoint_path):
+        raise UsageError("Give --output_dir (the training directory) or --checkpoint_path.")
+    return FLAGS.output_dir or os.path.dirname(FLAGS.checkpoint_path)
 
 
 def hparams_from_flags():
