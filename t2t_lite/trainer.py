@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, distribution, input_pipeline, loss, registry
+from t2t_lite import checkpoints, distribution, input_pipeline, loss
 from t2t_lite.schedule import adam_optimizer
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")

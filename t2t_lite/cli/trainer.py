@@ -6,6 +6,8 @@
 Rerunning the same command resumes from the latest checkpoint in --output_dir.
 """
 
+import os
+
 from absl import app, flags as absl_flags
 
 from t2t_lite import checkpoints, distribution, trainer
@@ -46,6 +48,7 @@ def main(argv):
     hparams = flags.hparams_from_flags()
     try:
         if FLAGS.generate_data:
+            os.makedirs(FLAGS.data_dir, exist_ok=True)
             problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
         distribution.strategy_for(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
         trainer.train_and_evaluate(
