@@ -10,9 +10,10 @@ holds about `batch_size` tokens of the padded longer side. Larger steps
 
 Bucket lengths are tensor2tensor's `_bucket_boundaries`: min_length_bucket, then
 each about length_bucket_step times the previous, up to max_length. Unlike
-tensor2tensor, both sides of a batch are padded to the bucket's length, and each
-bucket has a fixed batch size, so training batches take one of a few dozen shapes
-and a compiled (XLA) training step is traced once per shape, not per batch.
+tensor2tensor, each side of a batch is padded to its own bucket's length (not to the
+longest in the batch) and each pair of buckets has a fixed batch size, so training
+batches take their shapes from a finite set and a compiled (XLA) training step is
+traced once per shape, not per batch.
 
 Training drops examples longer than `hparams.max_length` and logs how many
 (to stderr at the 1st, 10th, 100th, ... drop); dev and test keep every example,
@@ -97,20 +98,37 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
 
 
 def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list, num_replicas: int = 1):
-    """Groups examples into buckets of `lengths` (inclusive) and pads each batch to its bucket's length.
+    """Groups examples by the buckets of both sides and pads each side to its own bucket's length.
 
-    An example longer than the last length goes to an overflow bucket whose batches
-    hold `num_replicas` examples padded to the longest of them.
+    The key is the pair (bucket of the inputs, bucket of the targets): a batch's size
+    is set by the longer of the two buckets (the tokens tensor2tensor budgets), but the
+    shorter side is padded only to its own bucket, so a pair whose target is much
+    shorter than its source carries little target padding. Shapes still come from a
+    finite set (pairs of bucket lengths). An example longer than the last length goes
+    to an overflow bucket whose batches hold `num_replicas` examples padded to the
+    longest of them.
     """
     pad_lengths = tf.constant(lengths + [-1], tf.int64)  # -1: pad to the longest in the batch
     window_sizes = tf.constant(batch_sizes + [num_replicas], tf.int64)
     upper_bounds = tf.constant(lengths, tf.int32)
+    num_buckets = len(lengths) + 1
 
-    def bucket(example):
-        return tf.reduce_sum(tf.cast(example_length(example) > upper_bounds, tf.int64))
+    def side_bucket(ids):
+        return tf.reduce_sum(tf.cast(tf.size(ids) > upper_bounds, tf.int64))
 
-    def batch(bucket_id, examples):
-        pad_to = tf.reshape(pad_lengths[bucket_id], [1])
-        return examples.padded_batch(window_sizes[bucket_id], padded_shapes={"inputs": pad_to, "targets": pad_to})
+    def key(example):
+        return side_bucket(example["inputs"]) * num_buckets + side_bucket(example["targets"])
 
-    return dataset.group_by_window(bucket, batch, window_size_func=lambda bucket_id: window_sizes[bucket_id])
+    def window_size(bucket_key):
+        return window_sizes[tf.maximum(bucket_key // num_buckets, bucket_key % num_buckets)]
+
+    def batch(bucket_key, examples):
+        inputs_bucket, targets_bucket = bucket_key // num_buckets, bucket_key % num_buckets
+        overflow = tf.maximum(inputs_bucket, targets_bucket) == num_buckets - 1
+        # In the overflow bucket both sides pad to their longest, like tensor2tensor.
+        inputs_to = tf.where(overflow, tf.constant(-1, tf.int64), pad_lengths[inputs_bucket])
+        targets_to = tf.where(overflow, tf.constant(-1, tf.int64), pad_lengths[targets_bucket])
+        return examples.padded_batch(window_size(bucket_key), padded_shapes={
+            "inputs": tf.reshape(inputs_to, [1]), "targets": tf.reshape(targets_to, [1])})
+
+    return dataset.group_by_window(key, batch, window_size_func=window_size)

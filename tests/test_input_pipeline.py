@@ -69,15 +69,18 @@ def take(dataset, count):
 
 def test_training_batches_come_in_a_finite_set_of_shapes(data_dir, hparams):
     lengths, sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams)
-    allowed = {(size, length) for size, length in zip(sizes, lengths)}
     batches = take(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1), 150)  # repeats: > 1 epoch
     for batch in batches:
-        assert batch["inputs"].shape == batch["targets"].shape
-        assert batch["inputs"].shape in allowed
-        lengths_in_batch = np.maximum((batch["inputs"] > 0).sum(1), (batch["targets"] > 0).sum(1))
-        assert lengths_in_batch.max() <= batch["inputs"].shape[1] <= 256
-        row = lengths.index(batch["inputs"].shape[1])
-        assert row == 0 or lengths_in_batch.min() > lengths[row - 1]  # each example in its own bucket
+        # Each side is padded to a bucket length; the batch holds batch_size tokens of the longer one.
+        inputs_length, targets_length = batch["inputs"].shape[1], batch["targets"].shape[1]
+        assert inputs_length in lengths and targets_length in lengths
+        assert len(batch["inputs"]) == len(batch["targets"]) == sizes[lengths.index(max(inputs_length,
+                                                                                         targets_length))]
+        for side in ("inputs", "targets"):
+            real = (batch[side] > 0).sum(1)
+            row = lengths.index(batch[side].shape[1])
+            assert real.max() <= batch[side].shape[1] <= 256
+            assert row == 0 or real.min() > lengths[row - 1]  # each side in its own bucket
 
 
 def test_padding_efficiency_on_generated_data(data_dir, hparams):
