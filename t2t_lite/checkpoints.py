@@ -181,7 +181,9 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
     os.makedirs(output_dir, exist_ok=True)
     prefix = os.path.join(output_dir, f"{CHECKPOINT_NAME}-{checkpoint_step(paths[-1])}")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
-    tf.compat.v1.train.update_checkpoint_state(output_dir, prefix, all_model_checkpoint_paths=[prefix])
+    # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved.
+    relative = os.path.basename(prefix)
+    tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=[relative])
     for info_file in (HPARAMS_FILE, PROBLEM_FILE):
         source = os.path.join(model_dir, info_file)
         if os.path.exists(source):
