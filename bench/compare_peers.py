@@ -5,9 +5,9 @@
     .venv/bin/python bench/compare_peers.py --skip_peers             # t2t_lite rows only
 
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
-the two memory probes (once, --memory_presets), then in each round the matmul peak and
-per preset the peers, t2t_lite and t2t_lite +XLA; with --repeats the rounds interleave
-every row. The peers are the scripts
+the two memory probes (once, --memory_presets), then in each round the matmul peak, per
+preset the peers, t2t_lite and t2t_lite +XLA, and the matmul peak again (the higher one
+counts); with --repeats the rounds interleave every row. The peers are the scripts
 of /work/shared/peers (found as ../shared/peers beside the repository, or --peers_dir),
 each in its own virtual environment (`bash <peers_dir>/setup_venvs.sh` creates them);
 t2t_lite is bench/peer_project.py on the same peer_common.py protocol, so inputs, warm-up
@@ -140,23 +140,23 @@ def protocol_flags(preset, args) -> list:
 def run_all(args, peers_dir, log_path) -> tuple:
     """The memory probes, then every round: the matmul peak and each preset's rows; returns (rows, peaks)."""
     peers = [] if args.skip_peers else [(label, peer_command(label, peers_dir)) for label in args.peers]
-    rows, peaks = [], []
+    rows = []
     # Memory does not depend on the load of the machine, so the probes go first, once.
     for preset in args.memory_presets:
         for phase in MEMORY_PHASES:
             rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
                                 preset, args, log_path))
+    matmul = [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"), "--threads", str(args.threads)]
+    ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla", "--skip-decode"))]
     for round_index in range(args.repeats):
-        peak = run_row("matmul_peak", [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"),
-                                        "--threads", str(args.threads)], None, args, log_path)
-        rows.append(dict(peak, round=round_index + 1))
-        if "error" not in peak:
-            peaks.append(peak["matmul_peak_flops_per_s"])
+        # A peak is a best case: measured before and after the round, the higher one counts.
+        rows.append(dict(run_row("matmul_peak", matmul, None, args, log_path), round=round_index + 1))
         for preset in args.presets:
-            flags = protocol_flags(preset, args)
-            timed = peers + [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla", "--skip-decode"))]
-            for label, argv in timed:
-                rows.append(dict(run_row(label, argv + flags, preset, args, log_path), round=round_index + 1))
+            for label, argv in peers + ours:
+                rows.append(dict(run_row(label, argv + protocol_flags(preset, args), preset, args, log_path),
+                                 round=round_index + 1))
+        rows.append(dict(run_row("matmul_peak", matmul, None, args, log_path), round=round_index + 1))
+    peaks = [row["matmul_peak_flops_per_s"] for row in rows if row["label"] == "matmul_peak" and "error" not in row]
     return rows, peaks
 
 
@@ -244,30 +244,34 @@ def _cell(value, digits=1, ratio=None):
     return f"{value:,.{digits}f}" + (f" ({ratio:.2f}×)" if ratio is not None else "")
 
 
+def _table_row(label, row, ours) -> str:
+    def with_ratio(key, digits):
+        return _cell(row[key], digits, _ratio(row[key], ours[key]))
+
+    flops, fraction = row["train_flops_per_s"], row["fraction_of_matmul_peak"]
+    cells = [label + (" **failed**" if row["errors"] else ""), with_ratio("train_tokens_per_s", 1),
+             _cell(flops and flops / 1e9), _cell(fraction and 100 * fraction), _cell(row["first_step_s"]),
+             with_ratio("decode_greedy_sentences_per_s", 2), with_ratio("decode_sentences_per_s", 2),
+             _cell(row["peak_rss_mb"], 0)]
+    return "| " + " | ".join(cells) + " |"
+
+
 def format_table(summary) -> str:
-    """A Markdown table of one preset: every figure with its ratio to t2t_lite, then the targets."""
-    ours = summary
+    """A Markdown table of one preset: every figure with its ratio to t2t_lite, then memory and targets."""
     peak = summary["matmul_peak_flops_per_s"]
-    lines = [f"### preset `{summary['preset']}` (matmul peak {_cell(peak and peak / 1e9)} GFLOP/s; ratios = row ÷ t2t_lite)",
-             "", "| row | train tok/s | train GFLOP/s | % of peak | first step s | greedy sent/s | beam4 sent/s | "
-             "peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    rows = [(OURS, summary), (OURS_XLA, summary.get("xla"))] + list(summary["peers"].items())
-    for label, row in rows:
-        if not row:
-            continue
-        flops, fraction = row["train_flops_per_s"], row["fraction_of_matmul_peak"]
-        lines.append("| " + " | ".join([
-            label + (" **failed**" if row["errors"] else ""),
-            _cell(row["train_tokens_per_s"], 1, _ratio(row["train_tokens_per_s"], ours["train_tokens_per_s"])),
-            _cell(flops and flops / 1e9), _cell(fraction and 100 * fraction), _cell(row["first_step_s"]),
-            _cell(row["decode_greedy_sentences_per_s"], 2,
-                  _ratio(row["decode_greedy_sentences_per_s"], ours["decode_greedy_sentences_per_s"])),
-            _cell(row["decode_sentences_per_s"], 2, _ratio(row["decode_sentences_per_s"], ours["decode_sentences_per_s"])),
-            _cell(row["peak_rss_mb"], 0)]) + " |")
+    lines = [f"### preset `{summary['preset']}` (matmul peak {_cell(peak and peak / 1e9)} GFLOP/s; "
+             f"ratios = row ÷ t2t_lite)", "",
+             "| row | train tok/s | train GFLOP/s | % of peak | first step s | greedy sent/s | beam4 sent/s "
+             "| peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [(OURS, summary), (OURS_XLA, summary.get("xla")), *summary["peers"].items()]
+    lines += [_table_row(label, row, summary) for label, row in rows if row]
     memory = summary["memory"]
-    lines += ["", f"Peak resident memory (VmHWM, own process): training update at a "
-              f"{_cell(memory['train_micro_batch_tokens'], 0)}-token micro-batch {_cell(memory['train_peak_rss_mb'], 0)} MiB; "
-              f"beam-4 decoding of 32 sentences {_cell(memory['decode_beam4_peak_rss_mb'], 0)} MiB.", ""]
+    if memory["train_peak_rss_mb"] or memory["decode_beam4_peak_rss_mb"]:
+        lines += ["", f"Peak resident memory (VmHWM of its own process): a training update at a "
+                  f"{_cell(memory['train_micro_batch_tokens'], 0)}-token micro-batch "
+                  f"{_cell(memory['train_peak_rss_mb'], 0)} MiB; beam-4 decoding of 32 sentences "
+                  f"{_cell(memory['decode_beam4_peak_rss_mb'], 0)} MiB."]
+    lines.append("")
     for name, target in summary["targets"].items():
         verdict = "n/a" if target["met"] is None else ("met" if target["met"] else "NOT met")
         lines.append(f"- {name}: {_cell(target['value'], 3)} (target ≥ {target['target']}) {verdict}")

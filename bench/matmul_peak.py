@@ -1,6 +1,6 @@
 """The machine's fp32 matrix-multiply peak in TensorFlow, the yardstick for a train step's FLOP/s.
 
-    .venv/bin/python bench/matmul_peak.py [--threads=2] [--sizes=1024,2048,3072] [--repeats=5]
+    .venv/bin/python bench/matmul_peak.py [--threads=2] [--sizes=1024,2048,4096] [--repeats=5]
 
 Square float32 products C = A·B of n×n matrices, each timed alone after one untimed
 call; FLOP/s = 2·n³ / seconds (one multiply and one add per term), and the peak is the
@@ -45,7 +45,7 @@ def measure(sizes, repeats) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=THREADS, help="TF intra- and inter-op threads")
-    parser.add_argument("--sizes", default="1024,2048,3072", help="comma-separated matrix sizes n")
+    parser.add_argument("--sizes", default="1024,2048,4096", help="comma-separated matrix sizes n")
     parser.add_argument("--repeats", type=int, default=5, help="timed products per size")
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
