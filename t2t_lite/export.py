@@ -36,7 +36,6 @@ import dataclasses
 import json
 import os
 import shutil
-import sys
 import tempfile
 
 import tensorflow as tf
@@ -44,6 +43,7 @@ import tensorflow as tf
 from t2t_lite import checkpoints, decoding, inference
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.models import DEFAULT_LEARNED_POSITIONS
+from t2t_lite.vocabulary import normalize_text_in_graph
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
@@ -84,17 +84,6 @@ def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
 
 
 # -- The graph -----------------------------------------------------------------------------
-def python_whitespace_pattern() -> str:
-    """An RE2 class of every character Python's `str.split()` splits on (not only ASCII)."""
-    spaces = (chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace())
-    return "[" + "".join(f"\\x{{{ord(space):x}}}" for space in spaces) + "]+"
-
-
-def normalize_text_op(texts, whitespace_pattern: str):
-    """`vocabulary.normalize_text` as TensorFlow ops: whitespace runs -> one space, ends stripped."""
-    return tf.strings.strip(tf.strings.regex_replace(texts, whitespace_pattern, " "))
-
-
 def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
     """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
     ids = ids[:, :max_input_length - 1]
@@ -115,7 +104,6 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     so the SavedModel holds plain variables and functions that load without Keras.
     """
     tokenizer = vocabulary.tokenizer
-    whitespace = python_whitespace_pattern()
 
     def decode_best(ids: tf.RaggedTensor):
         hypotheses, scores = decoding.decode(
@@ -125,7 +113,7 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate(inputs):
-        ids, scores = decode_best(tokenizer.tokenize(normalize_text_op(inputs, whitespace)))
+        ids, scores = decode_best(tokenizer.tokenize(normalize_text_in_graph(inputs)))
         return {"outputs": tokenizer.detokenize(hypothesis_tokens(ids)), "scores": scores}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])

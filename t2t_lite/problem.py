@@ -44,11 +44,7 @@ class Problem(abc.ABC):
     @property
     def base_name(self) -> str:
         """The registered name, without `_rev`: the prefix of the data files."""
-        # The registry keeps no reverse map, so look the class up in its table.
-        for name, registered in registry._PROBLEMS.items():
-            if registered is type(self):
-                return name
-        return registry.default_name(type(self))
+        return registry.problem_name(type(self))
 
     @property
     def name(self) -> str:

@@ -94,6 +94,14 @@ def problem(name: str):
     return _lookup(_PROBLEMS, "problem", name, "problems")()
 
 
+def problem_name(problem_class) -> str:
+    """The name `problem_class` is registered under (its snake_case class name if it is not)."""
+    for name, registered in _PROBLEMS.items():
+        if registered is problem_class:
+            return name
+    return default_name(problem_class)
+
+
 def hparams(name: str):
     """Returns the HParams of the registered set."""
     return _lookup(_HPARAMS, "hparams set", name, "hparams sets")()

@@ -23,6 +23,7 @@ with the same interface.
 
 import io
 import os
+import sys
 
 import sentencepiece
 import tensorflow as tf
@@ -35,9 +36,10 @@ UNK_ID = 2
 NUM_RESERVED_IDS = 2
 
 
-# What Python's str.split() splits on, in RE2 syntax: ASCII whitespace, Unicode separators
-# (no-break and thin spaces, line and paragraph separators), the information separators and NEL.
-_WHITESPACE_RUN = r"[\s\pZ\x{1c}-\x{1f}\x{85}]+"
+# Every character Python's `str.split()` splits on, as one RE2 class, so the graph version
+# of the normalisation equals `normalize_text` exactly (not only for ASCII whitespace).
+_WHITESPACE_RUN = "[" + "".join(f"\\x{{{code:x}}}" for code in range(sys.maxunicode + 1)
+                                if chr(code).isspace()) + "]+"
 
 
 def normalize_text(text: str) -> str:

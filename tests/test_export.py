@@ -290,9 +290,8 @@ def test_export_hparams_follow_the_decoder_precedence():
 
 
 def test_in_graph_normalization_equals_python_str_split():
-    pattern = export.python_whitespace_pattern()
     spaces = [chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace()]
     texts = ["", " ", "a", f"{''.join(spaces)}x{spaces[3]}{spaces[-1]}y  z{spaces[-5]}", "grün\u00a0\u3000haus\t",
              "\u200b zero-width space is not whitespace", "a\u2028b\u0085c\u001fd"]
-    got = export.normalize_text_op(tf.constant(texts), pattern).numpy()
+    got = vocabulary.normalize_text_in_graph(tf.constant(texts)).numpy()
     assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]
