@@ -110,6 +110,35 @@ def test_alpha_flips_the_ranking_where_the_formula_says():
         assert scores.numpy()[0, 0] == pytest.approx(log_prob / ((5 + length) / 6) ** alpha, rel=1e-4)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_chunked_top_k_is_exactly_top_k_ties_and_minus_infinity_included(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        rows, k, chunk_size = int(rng.integers(1, 5)), int(rng.integers(1, 9)), int(rng.integers(1, 40))
+        n = int(rng.integers(k, 3000))
+        scores = rng.integers(-3, 3, size=(rows, n)).astype(np.float32)  # few distinct values: many ties
+        scores[rng.random(scores.shape) < 0.3] = -np.inf
+        values, indices = decoding.chunked_top_k(tf.constant(scores), k, chunk_size=chunk_size)
+        expected_values, expected_indices = tf.math.top_k(scores, k=k)
+        np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+
+
+def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monkeypatch):
+    # 4 × 1,000 candidates per row: beam search takes the chunked path of `chunked_top_k`.
+    table, limits = random_table(seed=8, length=5, vocab=1000), tf.constant([5, 3])
+
+    def search():
+        return [tensor.numpy() for tensor in decoding.beam_search(
+            table_logits_fn(table), tf.constant([0, 7]), 4, limits, 1000, 0.6, states=empty_prefix(2))]
+
+    chunked_ids, chunked_scores = search()
+    monkeypatch.setattr(decoding, "chunked_top_k", lambda scores, k: tf.math.top_k(scores, k=k))
+    plain_ids, plain_scores = search()
+    np.testing.assert_array_equal(chunked_ids, plain_ids)
+    np.testing.assert_array_equal(chunked_scores, plain_scores)
+
+
 def test_greedy_search_follows_the_argmax():
     table = random_table(seed=5, length=5, vocab=6)
     ids, scores = decoding.greedy_search(table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]),
