@@ -15,6 +15,7 @@ step 1, never the zero learning rate of step 0.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -58,13 +59,42 @@ def learning_rate_schedule(hparams) -> NoamSchedule:
     return NoamSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
 
 
+class FusedAdam(keras.optimizers.Adam):
+    """Keras' Adam (Kingma & Ba, Algorithm 1 with ε outside the square root), one kernel per variable.
+
+        m ← m + (1-β1)(g - m);   v ← v + (1-β2)(g² - v)
+        θ ← θ - lr · √(1-β2^t)/(1-β1^t) · m / (√v + ε)
+
+    Keras' own update makes several passes over every parameter, its moments and its
+    gradient (a subtraction, a multiplication and an assignment per line); on a CPU those
+    passes cost about a tenth of a transformer_base step. With the TensorFlow backend this
+    runs TensorFlow's fused `ResourceApplyAdam` instead, which makes one pass and computes
+    the same formula; the moment variables are Keras' own, so checkpoints are unchanged.
+    Other backends, sparse gradients and amsgrad take Keras' path.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if keras.backend.backend() != "tensorflow" or self.amsgrad or isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        index = self._get_variable_index(variable)
+        variable = variable.value if isinstance(variable, keras.Variable) else variable
+        m, v = (slot.value for slot in (self._momentums[index], self._velocities[index]))
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
+
+
 def adam_optimizer(hparams) -> keras.optimizers.Optimizer:
     """Adam of §5.3 on the eq. 3 schedule; float16 activations get dynamic loss scaling.
 
     `clip_grad_norm` > 0 clips the global gradient norm (not in the paper). Under several
     replicas Keras clips each replica's share before summing them, so leave it at 0 there.
     """
-    optimizer = keras.optimizers.Adam(
+    optimizer = FusedAdam(
         learning_rate=learning_rate_schedule(hparams),
         beta_1=hparams.optimizer_adam_beta1,
         beta_2=hparams.optimizer_adam_beta2,

@@ -44,3 +44,29 @@ def test_adam_hparams_and_first_update_uses_step_one():
 def test_float16_gets_loss_scaling():
     hparams = registry.hparams("transformer_tiny").replace(activation_dtype="float16")
     assert isinstance(schedule.adam_optimizer(hparams), keras.optimizers.LossScaleOptimizer)
+
+
+def adam_reference(gradients, learning_rates, beta_1=0.9, beta_2=0.98, epsilon=1e-9):
+    """Kingma & Ba's Algorithm 1 (ε added to √v̂, as Keras and TensorFlow do), in float64."""
+    theta = m = v = np.zeros_like(gradients[0], np.float64)
+    for t, (g, lr) in enumerate(zip(gradients, learning_rates), start=1):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        theta = theta - lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (np.sqrt(v) + epsilon)
+    return theta, m, v
+
+
+def test_fused_adam_follows_algorithm_1_over_several_steps():
+    hparams = registry.hparams("transformer_tiny").replace(learning_rate_warmup_steps=3)
+    optimizer = schedule.adam_optimizer(hparams)
+    assert isinstance(optimizer, schedule.FusedAdam)
+    rng = np.random.default_rng(0)
+    gradients = [rng.normal(size=(3, 5)).astype("float32") for _ in range(6)]
+    variable = keras.Variable(np.zeros((3, 5), "float32"))
+    for gradient in gradients:
+        optimizer.apply_gradients([(gradient, variable)])
+    lrate = schedule.learning_rate_schedule(hparams)
+    theta, m, v = adam_reference(gradients, [float(lrate(step)) for step in range(6)])
+    np.testing.assert_allclose(variable.numpy(), theta, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(optimizer._momentums[0].numpy(), m, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(optimizer._velocities[0].numpy(), v, rtol=1e-5, atol=1e-9)
