@@ -10,8 +10,8 @@ holds about `batch_size` tokens of the padded longer side. Larger steps
 
 Bucket lengths are tensor2tensor's `_bucket_boundaries`: min_length_bucket, then
 each about length_bucket_step times the previous, up to max_length. Unlike
-tensor2tensor, each side of a batch is padded to its own bucket's length (not to the
-longest in the batch) and each pair of buckets has a fixed batch size, so training
+tensor2tensor, each side of a batch is padded to a bucket length (the smallest that
+holds that side's longest example), not to the longest in the batch, so training
 batches take their shapes from a finite set and a compiled (XLA) training step is
 traced once per shape, not per batch.
 
@@ -98,37 +98,39 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
 
 
 def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list, num_replicas: int = 1):
-    """Groups examples by the buckets of both sides and pads each side to its own bucket's length.
+    """Groups examples by the bucket of their longer side and pads each side to its own bucket length.
 
-    The key is the pair (bucket of the inputs, bucket of the targets): a batch's size
-    is set by the longer of the two buckets (the tokens tensor2tensor budgets), but the
-    shorter side is padded only to its own bucket, so a pair whose target is much
-    shorter than its source carries little target padding. Shapes still come from a
-    finite set (pairs of bucket lengths). An example longer than the last length goes
-    to an overflow bucket whose batches hold `num_replicas` examples padded to the
-    longest of them.
+    The key is the longer side's bucket, as in tensor2tensor, so a batch holds
+    `batch_sizes[bucket]` examples (the tokens §5.1 budgets) and the number of keys stays
+    small. Few keys matter: each key's last, partly filled window is flushed at the end
+    of an epoch, and keying by the pair (input bucket, target bucket) instead left ~240
+    such flushed batches of a handful of sentences in every Multi30k epoch (464 batches),
+    each taking a full optimizer step, which stalled training (docs/results.md). Each
+    side is then padded up to the smallest bucket length that holds its own longest
+    example, not to the longer side's bucket, so a pair whose target is much shorter
+    than its source carries little target padding, and shapes still come from a finite
+    set. An example longer than the last length goes to an overflow bucket whose
+    batches hold `num_replicas` examples padded to the longest of them.
     """
-    pad_lengths = tf.constant(lengths + [-1], tf.int64)  # -1: pad to the longest in the batch
     window_sizes = tf.constant(batch_sizes + [num_replicas], tf.int64)
     upper_bounds = tf.constant(lengths, tf.int32)
-    num_buckets = len(lengths) + 1
-
-    def side_bucket(ids):
-        return tf.reduce_sum(tf.cast(tf.size(ids) > upper_bounds, tf.int64))
+    overflow_bucket = len(lengths)
 
     def key(example):
-        return side_bucket(example["inputs"]) * num_buckets + side_bucket(example["targets"])
+        return tf.reduce_sum(tf.cast(example_length(example) > upper_bounds, tf.int64))
 
     def window_size(bucket_key):
-        return window_sizes[tf.maximum(bucket_key // num_buckets, bucket_key % num_buckets)]
+        return window_sizes[bucket_key]
+
+    def pad_to_bucket(ids):
+        """[batch, longest] -> [batch, smallest bucket length >= longest] (the overflow bucket: unchanged)."""
+        longest = tf.shape(ids)[1]
+        bucket = tf.reduce_sum(tf.cast(longest > upper_bounds, tf.int32))
+        target = tf.where(bucket < overflow_bucket, upper_bounds[tf.minimum(bucket, overflow_bucket - 1)], longest)
+        return tf.pad(ids, [[0, 0], [0, target - longest]])
 
     def batch(bucket_key, examples):
-        inputs_bucket, targets_bucket = bucket_key // num_buckets, bucket_key % num_buckets
-        overflow = tf.maximum(inputs_bucket, targets_bucket) == num_buckets - 1
-        # In the overflow bucket both sides pad to their longest, like tensor2tensor.
-        inputs_to = tf.where(overflow, tf.constant(-1, tf.int64), pad_lengths[inputs_bucket])
-        targets_to = tf.where(overflow, tf.constant(-1, tf.int64), pad_lengths[targets_bucket])
-        return examples.padded_batch(window_size(bucket_key), padded_shapes={
-            "inputs": tf.reshape(inputs_to, [1]), "targets": tf.reshape(targets_to, [1])})
+        batches = examples.padded_batch(window_size(bucket_key), padded_shapes={"inputs": [-1], "targets": [-1]})
+        return batches.map(lambda b: {side: pad_to_bucket(ids) for side, ids in b.items()})
 
     return dataset.group_by_window(key, batch, window_size_func=window_size)

@@ -31,7 +31,7 @@ PARSING = {**BIG, "num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.2, "
            "max_length": 512, "beam_size": 21, "alpha": 0.3, "extra_length": 300}
 TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hidden_layers": 2,
         "learning_rate_warmup_steps": 1000, "batch_size": 2048, "tokens_per_step": 0, "max_length": 128}
-MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3}
+MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
 
 
 def test_every_field_is_pinned():

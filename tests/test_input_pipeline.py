@@ -71,16 +71,30 @@ def test_training_batches_come_in_a_finite_set_of_shapes(data_dir, hparams):
     lengths, sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams)
     batches = take(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1), 150)  # repeats: > 1 epoch
     for batch in batches:
-        # Each side is padded to a bucket length; the batch holds batch_size tokens of the longer one.
+        # The batch holds batch_size tokens of its longer side's bucket, and every example's
+        # longer side falls in that bucket; each side is padded to the smallest bucket length
+        # that holds its own longest example.
         inputs_length, targets_length = batch["inputs"].shape[1], batch["targets"].shape[1]
         assert inputs_length in lengths and targets_length in lengths
-        assert len(batch["inputs"]) == len(batch["targets"]) == sizes[lengths.index(max(inputs_length,
-                                                                                         targets_length))]
+        longer = np.maximum((batch["inputs"] > 0).sum(1), (batch["targets"] > 0).sum(1))
+        bucket = lengths.index(max(inputs_length, targets_length))
+        assert len(batch["inputs"]) == len(batch["targets"]) == sizes[bucket]
+        assert longer.max() <= lengths[bucket] and (bucket == 0 or longer.min() > lengths[bucket - 1])
         for side in ("inputs", "targets"):
             real = (batch[side] > 0).sum(1)
             row = lengths.index(batch[side].shape[1])
             assert real.max() <= batch[side].shape[1] <= 256
-            assert row == 0 or real.min() > lengths[row - 1]  # each side in its own bucket
+            assert row == 0 or real.max() > lengths[row - 1]  # no smaller bucket would hold the longest
+
+
+def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(data_dir, hparams):
+    # Every partial batch takes a whole optimizer step; with few keys, few of them exist.
+    batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
+    lengths, sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams)
+    partial = [b for b in batches
+               if len(b["inputs"]) < sizes[lengths.index(max(b["inputs"].shape[1], b["targets"].shape[1]))]]
+    keys = {max(b["inputs"].shape[1], b["targets"].shape[1]) for b in partial}
+    assert len(partial) == len(keys)
 
 
 def test_padding_efficiency_on_generated_data(data_dir, hparams):
