@@ -297,7 +297,6 @@ def chunked_top_k(scores, k, chunk_size=CHUNK_SIZE):
     return values, chunk_of * chunk_size + positions % chunk_size
 
 
-
 def _row_limits(decode_length, batch_size):
     limits = tf.broadcast_to(tf.cast(decode_length, tf.int32), [batch_size])
     return tf.maximum(limits, 1)

@@ -17,8 +17,8 @@ traced once per shape, not per batch.
 
 Training drops examples longer than `hparams.max_length` and logs how many
 (to stderr at the 1st, 10th, 100th, ... drop); dev and test keep every example,
-putting those over the longest bucket into batches of one per replica padded to
-their own length. Training shuffles with `seed` (same seed, same batches) and
+putting those over the longest bucket into batches of one per replica (a side
+longer than the last bucket is padded to its own length, the other to its bucket). Training shuffles with `seed` (same seed, same batches) and
 repeats; dev and test read the files in order, once.
 """
 
@@ -110,7 +110,8 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
     example, not to the longer side's bucket, so a pair whose target is much shorter
     than its source carries little target padding, and shapes still come from a finite
     set. An example longer than the last length goes to an overflow bucket whose
-    batches hold `num_replicas` examples padded to the longest of them.
+    batches hold `num_replicas` examples; a side longer than the last length is padded
+    to its longest, a shorter side to its bucket length as everywhere else.
     """
     window_sizes = tf.constant(batch_sizes + [num_replicas], tf.int64)
     upper_bounds = tf.constant(lengths, tf.int32)

@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from t2t_lite import datagen, input_pipeline, registry
 from t2t_lite.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
@@ -85,6 +86,19 @@ def test_training_batches_come_in_a_finite_set_of_shapes(data_dir, hparams):
             row = lengths.index(batch[side].shape[1])
             assert real.max() <= batch[side].shape[1] <= 256
             assert row == 0 or real.max() > lengths[row - 1]  # no smaller bucket would hold the longest
+
+
+@pytest.mark.parametrize("long_side", ["inputs", "targets"])
+def test_a_short_side_is_padded_to_its_own_bucket_not_the_longer_sides(long_side):
+    # 100-token sides with 12-token partners: the batch size follows the longer side's bucket
+    # (103), and each side pads to the bucket of its own longest example (103 and 12).
+    long, short = [2] * 99 + [EOS_ID], [3] * 11 + [EOS_ID]
+    short_side = "targets" if long_side == "inputs" else "inputs"
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ({long_side: long, short_side: short} for _ in range(5)),
+        output_signature={side: tf.TensorSpec([None], tf.int32) for side in ("inputs", "targets")})
+    batches = list(input_pipeline.bucket_by_length(dataset, [12, 103, 256], [170, 19, 8]).as_numpy_iterator())
+    assert [(b[long_side].shape, b[short_side].shape) for b in batches] == [((5, 103), (5, 12))]
 
 
 def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(data_dir, hparams):
