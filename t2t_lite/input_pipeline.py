@@ -98,40 +98,73 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
 
 
 def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list, num_replicas: int = 1):
-    """Groups examples by the bucket of their longer side and pads each side to its own bucket length.
+    """Batches of `batch_sizes[b]` examples whose longer side falls in bucket b, each side padded to a bucket length.
 
-    The key is the longer side's bucket, as in tensor2tensor, so a batch holds
-    `batch_sizes[bucket]` examples (the tokens §5.1 budgets) and the number of keys stays
-    small. Few keys matter: each key's last, partly filled window is flushed at the end
-    of an epoch, and keying by the pair (input bucket, target bucket) instead left ~240
-    such flushed batches of a handful of sentences in every Multi30k epoch (464 batches),
-    each taking a full optimizer step, which stalled training (docs/results.md). Each
-    side is then padded up to the smallest bucket length that holds its own longest
-    example, not to the longer side's bucket, so a pair whose target is much shorter
-    than its source carries little target padding, and shapes still come from a finite
-    set. An example longer than the last length goes to an overflow bucket whose
-    batches hold `num_replicas` examples; a side longer than the last length is padded
-    to its longest, a shorter side to its bucket length as everywhere else.
+    First, examples are grouped by the pair (bucket of the inputs, bucket of the targets)
+    and each side is padded to its own bucket's length, so a pair whose target is much
+    shorter than its source carries little target padding. A batch still holds the tokens
+    §5.1 budgets (`batch_sizes` of the longer side's bucket), and shapes come from a finite set.
+
+    Pair keys are many, and at the end of the data (one epoch: the trainer reads epoch by
+    epoch) each key's partly filled window would come out as a small batch taking a whole
+    optimizer step; on Multi30k that was about half of all batches, and training stalled
+    (docs/results.md). So the examples of those leftover windows are grouped a second
+    time by their longer side's bucket alone (tensor2tensor's key): full batches again,
+    with at most one partial batch per bucket at the very end. Their sides are padded to
+    the smallest bucket length holding that side's longest example.
+
+    An example longer than the last length goes to an overflow bucket whose batches hold
+    `num_replicas` examples; a side longer than the last length is padded to its longest.
     """
     window_sizes = tf.constant(batch_sizes + [num_replicas], tf.int64)
     upper_bounds = tf.constant(lengths, tf.int32)
-    overflow_bucket = len(lengths)
+    num_buckets = len(lengths) + 1  # the last one is the overflow bucket
 
-    def key(example):
-        return tf.reduce_sum(tf.cast(example_length(example) > upper_bounds, tf.int64))
-
-    def window_size(bucket_key):
-        return window_sizes[bucket_key]
+    def side_bucket(length):
+        return tf.reduce_sum(tf.cast(length > upper_bounds, tf.int64))
 
     def pad_to_bucket(ids):
-        """[batch, longest] -> [batch, smallest bucket length >= longest] (the overflow bucket: unchanged)."""
+        """[batch, longest] -> [batch, smallest bucket length >= longest] (overflow: unchanged)."""
         longest = tf.shape(ids)[1]
-        bucket = tf.reduce_sum(tf.cast(longest > upper_bounds, tf.int32))
-        target = tf.where(bucket < overflow_bucket, upper_bounds[tf.minimum(bucket, overflow_bucket - 1)], longest)
+        bucket = side_bucket(longest)
+        target = tf.where(bucket < num_buckets - 1, tf.gather(upper_bounds, tf.minimum(bucket, num_buckets - 2)),
+                          longest)
         return tf.pad(ids, [[0, 0], [0, target - longest]])
 
-    def batch(bucket_key, examples):
-        batches = examples.padded_batch(window_size(bucket_key), padded_shapes={"inputs": [-1], "targets": [-1]})
-        return batches.map(lambda b: {side: pad_to_bucket(ids) for side, ids in b.items()})
+    def batch_rows(rows, size):
+        """Rows (0-padded or not) -> batches of `size`, each side padded to its bucket length."""
+        real = rows.map(lambda row: {side: ids[:tf.math.count_nonzero(ids, dtype=tf.int32)]
+                                     for side, ids in row.items()}, num_parallel_calls=tf.data.AUTOTUNE)
+        batches = real.padded_batch(size, padded_shapes={"inputs": [-1], "targets": [-1]})
+        return batches.map(lambda batch: {side: pad_to_bucket(ids) for side, ids in batch.items()},
+                           num_parallel_calls=tf.data.AUTOTUNE)
 
-    return dataset.group_by_window(key, batch, window_size_func=window_size)
+    # Stage 1: windows keyed by the pair of buckets; a flag says whether the window filled.
+    def pair_key(example):
+        return side_bucket(tf.size(example["inputs"])) * num_buckets + side_bucket(tf.size(example["targets"]))
+
+    def pair_window(key):
+        return window_sizes[tf.maximum(key // num_buckets, key % num_buckets)]
+
+    def pair_batches(key, examples):
+        size = pair_window(key)
+        return batch_rows(examples, size).map(lambda batch: (batch, tf.shape(batch["inputs"], tf.int64)[0] == size))
+
+    stage_1 = dataset.group_by_window(pair_key, pair_batches, window_size_func=pair_window)
+    # A leftover (partly filled) window becomes rows of one, to be regrouped.
+    stage_1 = stage_1.flat_map(lambda batch, full: tf.data.Dataset.from_tensor_slices(batch).batch(
+        tf.where(full, tf.shape(batch["inputs"], tf.int64)[0], 1)).map(lambda rows: (rows, full)))
+
+    # Stage 2: a full batch passes through alone (key -size); leftover rows group by their longer side's bucket.
+    def stage_2_key(batch, full):
+        longer = side_bucket(tf.maximum(tf.shape(batch["inputs"])[1], tf.shape(batch["targets"])[1]))
+        return tf.where(full, -tf.shape(batch["inputs"], tf.int64)[0], longer)
+
+    def stage_2_window(key):
+        return tf.where(key < 0, tf.constant(1, tf.int64), window_sizes[tf.maximum(key, 0)])
+
+    def stage_2_batches(key, elements):
+        rows = elements.map(lambda batch, full: batch).unbatch()
+        return batch_rows(rows, tf.where(key < 0, -key, window_sizes[tf.maximum(key, 0)]))
+
+    return stage_1.group_by_window(stage_2_key, stage_2_batches, window_size_func=stage_2_window)

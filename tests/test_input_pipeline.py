@@ -119,6 +119,17 @@ def test_padding_efficiency_on_generated_data(data_dir, hparams):
     assert real / padded >= 0.9
 
 
+def test_one_epoch_batches_every_example_exactly_once(data_dir, hparams):
+    def rows(batch):
+        return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"])]
+
+    batched = [row for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=3, repeat=False)
+               .as_numpy_iterator() for row in rows(batch)]
+    examples = [(tuple(e["inputs"]), tuple(e["targets"])) for e in Lengths().dataset("train", data_dir)
+                .as_numpy_iterator() if max(len(e["inputs"]), len(e["targets"])) <= 256]
+    assert len(examples) == 600 and sorted(batched) == sorted(examples)
+
+
 def test_training_drops_long_examples_and_logs_the_count(data_dir, hparams, capfd):
     batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
     assert sum(len(b["inputs"]) for b in batches) == 600  # the 7 long ones are gone
