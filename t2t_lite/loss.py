@@ -30,26 +30,58 @@ def token_cross_entropies(logits, targets, label_smoothing):
     """Per-token smoothed cross-entropy and plain negative log-likelihood.
 
     Args:
-      logits: float [batch, length, vocab] (cast to float32 here).
-      targets: int [batch, length], gold ids.
+      logits: float [..., vocab] (cast to float32 here).
+      targets: int [...], gold ids.
       label_smoothing: ε_ls, a Python float in [0, 1).
 
     Returns:
-      (smoothed, nll), both float32 [batch, length]; padding positions are not masked here.
+      (smoothed, nll), both float32 [...]; padding positions are not masked here.
     """
     logits = ops.cast(logits, "float32")
+    shape = ops.shape(targets)
     vocab_size = ops.shape(logits)[-1]
-    log_normalizer = ops.logsumexp(logits, axis=-1)
-    gold_logit = ops.squeeze(
-        ops.take_along_axis(logits, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1), -1
-    )
-    gold_log_prob = gold_logit - log_normalizer
-    if not label_smoothing:
-        return -gold_log_prob, -gold_log_prob
-    low_confidence = label_smoothing / ops.cast(vocab_size - 1, "float32")
-    sum_log_probs = ops.sum(logits, axis=-1) - ops.cast(vocab_size, "float32") * log_normalizer
-    smoothed = -((1.0 - label_smoothing - low_confidence) * gold_log_prob + low_confidence * sum_log_probs)
-    return smoothed, -gold_log_prob
+    both = _smoothed_and_nll(ops.reshape(logits, (-1, vocab_size)), ops.reshape(ops.cast(targets, "int32"), (-1,)),
+                             label_smoothing)
+    return ops.reshape(both[:, 0], shape), ops.reshape(both[:, 1], shape)
+
+
+def _smoothed_and_nll(logits, targets, label_smoothing):
+    """[tokens, vocab] logits, [tokens] ids -> [tokens, 2]: (smoothed loss, NLL), with a hand-written gradient.
+
+    Automatic differentiation of the formula above would scatter the gold logits' gradient
+    into a zero tensor of the logits' size and add several more full-size passes (about
+    100 ms of a 1.3 s transformer_base step on 2 CPU cores); the derivative of a
+    cross-entropy against the smoothed target q is simply softmax(z) - q, written here in
+    one pass plus an update of the gold positions:
+
+        ∂smoothed/∂z_j = p_j - ε/(V-1) - [j = g]·(1 - ε - ε/(V-1)),    ∂nll/∂z_j = p_j - [j = g].
+    """
+    vocab_size = ops.shape(logits)[-1]
+    low = label_smoothing / ops.cast(vocab_size - 1, "float32")
+    gold_weight = 1.0 - label_smoothing - low
+    rows = ops.stack([ops.arange(ops.shape(targets)[0], dtype="int32"), targets], axis=1)
+
+    @ops.custom_gradient
+    def smoothed_and_nll(logits):
+        log_normalizer = ops.logsumexp(logits, axis=-1)
+        gold_logit = ops.squeeze(ops.take_along_axis(logits, ops.expand_dims(targets, -1), axis=-1), -1)
+        nll = log_normalizer - gold_logit
+        sum_log_probs = ops.sum(logits, axis=-1) - ops.cast(vocab_size, "float32") * log_normalizer
+        smoothed = gold_weight * nll - low * sum_log_probs
+
+        def gradient(*args, upstream=None):
+            if upstream is None:  # the TensorFlow backend passes it positionally, JAX by name
+                (upstream,) = args
+            smoothed_grad, nll_grad = upstream[:, 0], upstream[:, 1]
+            probs = ops.exp(logits - ops.expand_dims(log_normalizer, -1))
+            grad = probs * ops.expand_dims(smoothed_grad + nll_grad, -1) - ops.expand_dims(low * smoothed_grad, -1)
+            gold_grad = (ops.exp(gold_logit - log_normalizer) * (smoothed_grad + nll_grad) - low * smoothed_grad
+                         - gold_weight * smoothed_grad - nll_grad)
+            return ops.scatter_update(grad, rows, gold_grad)
+
+        return ops.stack([smoothed, nll], axis=1), gradient
+
+    return smoothed_and_nll(logits)
 
 
 def padded_cross_entropy(logits, targets, label_smoothing):

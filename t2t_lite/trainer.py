@@ -74,13 +74,29 @@ def flops_per_step(hparams, vocab_size: int, tokens: float, length: int) -> floa
 def _gradients(model, optimizer, batch, hparams, scale):
     """Gradients of scale × (summed smoothed loss), and the batch's (loss sum, NLL sum, tokens)."""
     with tf.GradientTape() as tape:
-        logits = model(batch, training=True)
-        loss_sum, nll_sum, tokens = loss.padded_cross_entropy(logits, batch["targets"], hparams.label_smoothing)
+        loss_sum, nll_sum, tokens = _loss_sums(model, batch, hparams)
         scaled = loss_sum * scale
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             scaled = optimizer.scale_loss(scaled)
     gradients = tape.gradient(scaled, model.trainable_variables)
     return gradients, tf.stack([loss_sum, nll_sum, tokens])
+
+
+def _loss_sums(model, batch, hparams):
+    """(smoothed loss sum, NLL sum, tokens) of a training batch, projecting real target tokens only.
+
+    The pre-softmax projection and the softmax over the vocabulary are the largest
+    per-token cost of the step (d_model × V per token), so padding positions skip them:
+    the decoder's output is gathered at the non-padding targets first. XLA needs static
+    shapes, so under `xla_compile` every position is projected and padding masked in the loss.
+    """
+    targets = batch["targets"]
+    if hparams.xla_compile:
+        return loss.padded_cross_entropy(model(batch, training=True), targets, hparams.label_smoothing)
+    hidden, _ = model.decoder_hidden(batch, training=True)
+    real = tf.where(tf.not_equal(targets, loss.PADDING_ID))
+    logits = model.logits(tf.gather_nd(hidden, real))
+    return loss.padded_cross_entropy(logits, tf.gather_nd(targets, real), hparams.label_smoothing)
 
 
 def _target_tokens(batch):

@@ -74,3 +74,26 @@ def test_eval_metrics_count_tokens_and_whole_sequences():
     assert metrics["accuracy"] == pytest.approx(5 / 6)
     assert metrics["accuracy_per_sequence"] == pytest.approx(1 / 2)
     assert metrics["perplexity"] == pytest.approx(np.exp(-metrics["neg_log_perplexity"]))
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_gradient_is_softmax_minus_the_smoothed_target(epsilon):
+    # d/dz of the cross-entropy against a soft target q is softmax(z) - q (per real token).
+    import tensorflow as tf
+
+    logits, targets = random_batch(4)
+    soft = np.full(logits.shape, epsilon / (VOCAB - 1))
+    np.put_along_axis(soft, targets[..., None], 1.0 - epsilon, axis=-1)
+    one_hot = np.zeros(logits.shape)
+    np.put_along_axis(one_hot, targets[..., None], 1.0, axis=-1)
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    real = (targets != 0)[..., None]
+    variable = tf.Variable(logits)
+    with tf.GradientTape(persistent=True) as tape:
+        loss_sum, nll_sum, _ = loss.padded_cross_entropy(variable, targets, epsilon)
+        mixed = 2.0 * loss_sum + 3.0 * nll_sum  # both outputs' gradients flow together
+    np.testing.assert_allclose(tape.gradient(loss_sum, variable), (probs - soft) * real, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(nll_sum, variable), (probs - one_hot) * real, atol=1e-6)
+    np.testing.assert_allclose(tape.gradient(mixed, variable),
+                               (2 * (probs - soft) + 3 * (probs - one_hot)) * real, atol=1e-5)
