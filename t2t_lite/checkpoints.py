@@ -144,8 +144,8 @@ def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, m
 
 
 # -- Averaging, for t2t-avg-all ----------------------------------------------------------
-def last_checkpoints(model_dir: str, n: int) -> list:
-    """The prefixes of the last `n` checkpoints in `model_dir`, by step, oldest first."""
+def all_checkpoints(model_dir: str) -> list:
+    """The prefixes of every checkpoint listed in `model_dir`, by step, oldest first."""
     state = tf.train.get_checkpoint_state(model_dir)
     if state is None or not state.all_model_checkpoint_paths:
         raise CheckpointError(f"--model_dir={model_dir}: no checkpoints found.")
@@ -153,7 +153,19 @@ def last_checkpoints(model_dir: str, n: int) -> list:
         path if os.path.isabs(path) else os.path.join(model_dir, path)
         for path in state.all_model_checkpoint_paths
     ]
-    return sorted(paths, key=checkpoint_step)[-n:]
+    return sorted(paths, key=checkpoint_step)
+
+
+def last_checkpoints(model_dir: str, n: int) -> list:
+    """The prefixes of the last `n` trained checkpoints in `model_dir`, by step, oldest first.
+
+    The trainer saves ckpt-0, the initial random weights, so that a run restarted from
+    scratch is exact; averaging it into a short run's checkpoints would pull the model
+    towards noise, so it counts only when it is the only checkpoint.
+    """
+    paths = all_checkpoints(model_dir)
+    trained = [path for path in paths if checkpoint_step(path) > 0]
+    return (trained or paths)[-n:]
 
 
 def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
@@ -188,7 +200,10 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
         source = os.path.join(model_dir, info_file)
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(output_dir, info_file))
-    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}")
+    every = all_checkpoints(model_dir)
+    left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
+    note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
+    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
     return prefix
 
 

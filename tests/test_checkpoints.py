@@ -34,6 +34,24 @@ def write_checkpoints(model_dir, steps, keep):
     return model
 
 
+def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
+    """ckpt-0 (the initial random weights the trainer saves) joins an average only if it is all there is."""
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[0, 10, 20], keep=5)
+    prefix = checkpoints.average_checkpoints(model_dir, output_dir, n=5)
+    assert "ckpt-0, the untrained initial weights, left out" in capsys.readouterr().out
+    averaged = tf.train.load_checkpoint(prefix)
+    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
+    for key in weight_keys(prefix):
+        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
+                                   rtol=1e-6)
+    assert [os.path.basename(p) for p in checkpoints.last_checkpoints(model_dir, 2)] == ["ckpt-10", "ckpt-20"]
+
+    only_initial = str(tmp_path / "fresh")
+    write_checkpoints(only_initial, steps=[0], keep=5)
+    assert [os.path.basename(p) for p in checkpoints.last_checkpoints(only_initial, 5)] == ["ckpt-0"]
+
+
 def restored_weights(path):
     model = small_model()
     tf.train.Checkpoint(model=checkpoints.trackable_model(model)).restore(path).expect_partial().assert_existing_objects_matched()
