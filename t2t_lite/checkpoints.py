@@ -163,7 +163,10 @@ def last_checkpoints(model_dir: str, n: int) -> list:
     scratch is exact; averaging it into a short run's checkpoints would pull the model
     towards noise, so it counts only when it is the only checkpoint.
     """
-    paths = all_checkpoints(model_dir)
+    return _last_trained(all_checkpoints(model_dir), n)
+
+
+def _last_trained(paths: list, n: int) -> list:
     trained = [path for path in paths if checkpoint_step(path) > 0]
     return (trained or paths)[-n:]
 
@@ -178,7 +181,8 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
     """
     if n < 1:
         raise ValueError(f"--n={n}: must be at least 1.")
-    paths = last_checkpoints(model_dir, n)
+    every = all_checkpoints(model_dir)
+    paths = _last_trained(every, n)
     readers = [tf.train.load_checkpoint(path) for path in paths]
     newest = readers[-1]
     model_keys = _model_variable_keys(newest)
@@ -200,7 +204,6 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
         source = os.path.join(model_dir, info_file)
         if os.path.exists(source):
             shutil.copyfile(source, os.path.join(output_dir, info_file))
-    every = all_checkpoints(model_dir)
     left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
     note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
