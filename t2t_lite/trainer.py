@@ -336,9 +336,6 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
         window_tokens += float(sums[2])
         out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
         finished = step >= train_steps or out_of_time
-        if step != saved_step and (step % save_steps == 0 or finished):
-            _save(steps, manager, step)
-            saved_step = step
         if step % summary_steps == 0 or finished:
             now = time.time()
             values = {"loss": step_loss, "learning_rate": float(optimizer.learning_rate.numpy()),
@@ -348,6 +345,11 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
             log(f"step {step}/{train_steps}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
                 f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
             window_start, window_tokens = now, 0.0
+        # Saved after the step's scalars: a run killed in between redoes the step and logs it
+        # again, never resuming past a step whose scalars were lost.
+        if step != saved_step and (step % save_steps == 0 or finished):
+            _save(steps, manager, step)
+            saved_step = step
         if eval_frequency and (step % eval_frequency == 0 or finished):
             metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
         if out_of_time:

@@ -61,7 +61,8 @@ def test_transformer_tiny_learns_algorithmic_reverse(reverse_data, tmp_path):
 
 
 # A training run in a fresh process that SIGKILLs itself inside the save of step KILL_IN_SAVE,
-# after the checkpoint's files are written and before the `checkpoint` list names them.
+# after the checkpoint's files are written and before the `checkpoint` list names them; a
+# negative value -s kills it just after the save of step s is complete.
 TRAIN_SCRIPT = """
 import sys
 import tensorflow as tf
@@ -70,10 +71,12 @@ from t2t_lite import registry, trainer
 data_dir, output_dir, kill_in_save = sys.argv[1], sys.argv[2], int(sys.argv[3])
 record_state = checkpoint_management.CheckpointManager._record_state
 def record_state_or_die(manager):
-    if kill_in_save and manager.latest_checkpoint.endswith(f"-{kill_in_save}"):
-        import os, signal
+    import os, signal
+    if kill_in_save > 0 and manager.latest_checkpoint.endswith(f"-{kill_in_save}"):
         os.kill(os.getpid(), signal.SIGKILL)
     record_state(manager)
+    if kill_in_save < 0 and manager.latest_checkpoint.endswith(f"-{-kill_in_save}"):
+        os.kill(os.getpid(), signal.SIGKILL)
 checkpoint_management.CheckpointManager._record_state = record_state_or_die
 hparams = registry.hparams("transformer_tiny").override(%r)
 trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, train_steps=8,
@@ -111,7 +114,13 @@ def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_
     latest = tf.train.latest_checkpoint(killed_outside)
     assert latest is not None and checkpoints.checkpoint_step(latest) < 8
 
-    for output_dir in (killed_in_save, killed_outside):
+    # 3. Killed just after the save of step 4 is complete: step 4's scalars must already be logged.
+    killed_after_save = str(tmp_path / "killed_after_save")
+    process = start_training(reverse_data, killed_after_save, kill_in_save=-4)
+    assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+    assert tf.train.latest_checkpoint(killed_after_save).endswith("ckpt-4")
+
+    for output_dir in (killed_in_save, killed_outside, killed_after_save):
         train(reverse_data, output_dir)  # the same command again resumes
         resumed = logged_scalars(output_dir)
         assert sorted(resumed) == list(range(1, 9))
