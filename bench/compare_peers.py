@@ -147,7 +147,7 @@ def run_all(args, peers_dir, log_path) -> tuple:
             rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
                                 preset, args, log_path))
     matmul = [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"), "--threads", str(args.threads)]
-    ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla", "--skip-decode"))]
+    ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla"))]
     for round_index in range(args.repeats):
         # A peak is a best case: measured before and after the round, the higher one counts.
         rows.append(dict(run_row("matmul_peak", matmul, None, args, log_path), round=round_index + 1))
@@ -221,19 +221,30 @@ def preset_summary(preset, rows, matmul_peak) -> dict:
 
 
 def targets(summary) -> dict:
-    """The issue's targets: best t2t_lite row against the fastest peer, the matmul peak, Model Garden's beam."""
-    ours = [summary] + ([summary["xla"]] if summary.get("xla") else [])
-    best_train = max((row["train_tokens_per_s"] or 0 for row in ours), default=0)
-    best_flops = max((row["train_flops_per_s"] or 0 for row in ours), default=0)
+    """The issue's targets: best t2t_lite row against the fastest peer, the matmul peak, Model Garden's beam.
+
+    The beam target compares the best t2t_lite row with Model Garden's plain row (the issue's
+    "cached beam search"); its entry also gives each of our rows against Model Garden and
+    Model Garden + XLA, so a win that comes from XLA alone shows.
+    """
+    ours = {OURS: summary, **({OURS_XLA: summary["xla"]} if summary.get("xla") else {})}
+    best_train = max((row["train_tokens_per_s"] or 0 for row in ours.values()), default=0)
+    best_flops = max((row["train_flops_per_s"] or 0 for row in ours.values()), default=0)
+    best_beam = max(((row["decode_sentences_per_s"] or 0, label) for label, row in ours.items()), default=(0, None))
     fastest = max(((row["train_tokens_per_s"] or 0, label) for label, row in summary["peers"].items()),
                   default=(0, None))
-    garden = summary["peers"].get("modelgarden", {}).get("decode_sentences_per_s")
+    gardens = {label: summary["peers"].get(label, {}).get("decode_sentences_per_s")
+               for label in ("modelgarden", "modelgarden-xla")}
     values = {"train_vs_fastest_peer": _ratio(best_train, fastest[0]),
               "fraction_of_matmul_peak": _ratio(best_flops, summary["matmul_peak_flops_per_s"]),
-              "beam_vs_modelgarden": _ratio(summary["decode_sentences_per_s"], garden)}
+              "beam_vs_modelgarden": _ratio(best_beam[0], gardens["modelgarden"])}
     result = {name: {"value": value, "target": TARGETS[name], "met": None if value is None else value >= TARGETS[name]}
               for name, value in values.items()}
     result["train_vs_fastest_peer"]["fastest_peer"] = fastest[1]
+    result["beam_vs_modelgarden"]["ours_row"] = best_beam[1] if best_beam[0] else None
+    result["beam_vs_modelgarden"]["each"] = {
+        f"{label} / {garden}": _ratio(row["decode_sentences_per_s"], gardens[garden])
+        for label, row in ours.items() for garden in gardens}
     return result
 
 
@@ -274,7 +285,9 @@ def format_table(summary) -> str:
     lines.append("")
     for name, target in summary["targets"].items():
         verdict = "n/a" if target["met"] is None else ("met" if target["met"] else "NOT met")
-        lines.append(f"- {name}: {_cell(target['value'], 3)} (target ≥ {target['target']}) {verdict}")
+        detail = ", ".join(f"{pair} {_cell(value, 2)}" for pair, value in target.get("each", {}).items())
+        lines.append(f"- {name}: {_cell(target['value'], 3)} (target ≥ {target['target']}) {verdict}"
+                     + (f" ({detail})" if detail else ""))
     return "\n".join(lines)
 
 

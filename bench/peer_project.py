@@ -12,7 +12,8 @@ What is timed is what a user gets:
     loss.py, backward, Adam on eq. 3 from schedule.py) on transformer_tiny / transformer_base
     with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
   * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
-    eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do.
+    eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
+    `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache).
 Achieved FLOP/s = trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
@@ -116,25 +117,25 @@ def decode_settings(cfg, beam_size):
                 extra_length=cfg["decode_max_out"] - cfg["decode_src_len"], eos_id=NO_EOS)
 
 
-def time_decoding(model, cfg, modes):
+def time_decoding(model, cfg, modes, xla=False):
     """pc.time_decode for greedy and/or beam 4, and the peers' greedy self-check."""
     source = pc.random_decode_src(cfg)
     results = {}
     beam_sizes = {"greedy": 1, "beam": cfg["beam_size"]}
     for name in modes:
         beam_size = beam_sizes[name]
-        settings = decode_settings(cfg, beam_size)
+        settings = dict(decode_settings(cfg, beam_size), xla=xla)
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
             lambda batch, settings=settings: decoding.decode_batch(model, batch, **settings)[0], source, cfg,
-            method=f"t2t_lite.decoding.decode_batch(beam_size={beam_size}) (tf.function)", cached=True,
+            method=f"t2t_lite.decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
             beam_size=beam_size, alpha=cfg["beam_alpha"])
         if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
             raise RuntimeError(f"{name} decoding returned {results[name]['out_shape']}, expected "
                                f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings).")
     if "greedy" not in results:
         return results
-    output = decoding.decode_batch(model, source, **decode_settings(cfg, 1))[0]
+    output = decoding.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
     logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
     results["greedy"]["check_teacher_forced_argmax_match"] = round(
         float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4)
@@ -182,7 +183,8 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
-    parser.add_argument("--xla", action="store_true", help="hparams xla_compile=True for the train step")
+    parser.add_argument("--xla", action="store_true",
+                        help="hparams xla_compile=True for the train step, and XLA for decoding")
     parser.add_argument("--memory", choices=("train", "decode"), default=None,
                         help="only report the peak resident memory of one training update or decoding call")
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
@@ -213,7 +215,7 @@ def main():
         result["train"] = time_training(steps, hparams, cfg, args.seed)
     if not args.skip_decode:
         modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
-        result["decode"] = time_decoding(model, cfg, modes)
+        result["decode"] = time_decoding(model, cfg, modes, xla=args.xla)
     pc.emit(result, args.out)
 
 

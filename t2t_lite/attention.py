@@ -50,6 +50,25 @@ def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, tra
     return ops.matmul(weights, value), weights
 
 
+def _shared_memory_attention(query, key, value, bias, dropout, training):
+    """Eq. 1 where each key/value row serves `group` consecutive query rows ([batch·group, ...] queries).
+
+    The group's queries become one longer query block of their row, so the keys and values
+    are read once per group, and the attention products get `group` query rows instead of 1.
+    """
+    batch, heads, length, depth = (ops.shape(query)[axis] for axis in range(4))
+    rows = ops.shape(key)[0]
+    grouped = ops.reshape(ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)),
+                          (rows, heads, -1, depth))
+    output, weights = scaled_dot_product_attention(grouped, key, value, bias, dropout, training)
+
+    def ungroup(x):  # [rows, heads, group·length, n] -> [rows·group, heads, length, n]
+        x = ops.transpose(ops.reshape(x, (rows, heads, -1, length, ops.shape(x)[-1])), (0, 2, 1, 3, 4))
+        return ops.reshape(x, (batch, heads, length, ops.shape(x)[-1]))
+
+    return ungroup(output), ungroup(weights)
+
+
 class MultiHeadAttention(keras.layers.Layer):
     """h parallel heads of scaled dot-product attention with an output projection (§3.2.2).
 
@@ -68,8 +87,14 @@ class MultiHeadAttention(keras.layers.Layer):
         cache: self-attention during incremental decoding: {"k", "v"} of shape
             [batch, heads, steps_so_far, depth]; the new step's keys and values are
             appended and the grown dict is returned.
+        cache_position: with `cache`, a preallocated cache instead ([batch, heads,
+            max_length, depth], static shapes for XLA): the new step's keys and values
+            are written at this position, and `bias` must mask the positions after it.
         memory_kv: encoder-decoder attention during decoding: {"k", "v"} computed once
-            per sentence by `project_memory`, used instead of `memory_input`.
+            per sentence by `project_memory`, used instead of `memory_input`. It may have
+            fewer rows than the queries: each of its rows then serves the next batch/rows
+            query rows (the beams of one sentence), so beam search never copies the
+            encoder's keys and values per beam, and `bias` has the memory's rows.
         return_weights: also return the attention weights [batch, heads, q_len, k_len].
 
     Returns `(output, weights_or_None, cache_or_None)`.
@@ -121,19 +146,25 @@ class MultiHeadAttention(keras.layers.Layer):
                 "v": self.split_heads(self.value_projection(memory))}
 
     def call(self, query_input, memory_input=None, bias=None, cache=None, memory_kv=None,
-             return_weights=False, training=False):
+             return_weights=False, training=False, cache_position=None):
         query = self.split_heads(self.query_projection(query_input))
         if cache is not None:  # self-attention, one more step: attend over all steps so far
             step = self.project_memory(query_input)
-            cache = {"k": ops.concatenate([cache["k"], step["k"]], axis=2),
-                     "v": ops.concatenate([cache["v"], step["v"]], axis=2)}
+            if cache_position is None:
+                cache = {name: ops.concatenate([cache[name], step[name]], axis=2) for name in ("k", "v")}
+            else:
+                start = (0, 0, cache_position, 0)
+                cache = {name: ops.slice_update(cache[name], start, step[name]) for name in ("k", "v")}
             key, value = cache["k"], cache["v"]
         else:
             if memory_kv is None:
                 memory_kv = self.project_memory(query_input if memory_input is None else memory_input)
             key, value = memory_kv["k"], memory_kv["v"]
-        heads, weights = scaled_dot_product_attention(
-            query, key, value, bias, dropout=self.dropout if self.attention_dropout else None, training=training)
+        dropout = self.dropout if self.attention_dropout else None
+        if memory_kv is not None and cache is None:
+            heads, weights = _shared_memory_attention(query, key, value, bias, dropout, training)
+        else:
+            heads, weights = scaled_dot_product_attention(query, key, value, bias, dropout, training)
         output = self.output_projection(self.combine_heads(heads))
         return output, (weights if return_weights else None), cache
 

@@ -27,6 +27,8 @@ class DecoderLayer(keras.layers.Layer):
         memory_bias: source padding bias.
         cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} for incremental decoding.
         return_weights, training.
+        cache_position: the step's position in a preallocated self-attention cache (see
+            `MultiHeadAttention`; `self_bias` then masks the positions after it), or None.
 
     Returns `(x, (self_weights, memory_weights) or (None, None), new_cache or None)`.
     """
@@ -50,10 +52,11 @@ class DecoderLayer(keras.layers.Layer):
         self.memory_attention.build(x_shape, memory_shape or x_shape)
 
     def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,
-             training=False):
+             training=False, cache_position=None):
         attended, self_weights, self_cache = self.self_attention(
             self.self_attention_residual.sublayer_input(x), bias=self_bias,
-            cache=None if cache is None else cache["self"], return_weights=return_weights, training=training)
+            cache=None if cache is None else cache["self"], return_weights=return_weights, training=training,
+            cache_position=cache_position)
         x = self.self_attention_residual(x, attended, training=training)
         attended, memory_weights, _ = self.memory_attention(
             self.memory_attention_residual.sublayer_input(x), memory, bias=memory_bias,
@@ -68,9 +71,10 @@ class DecoderLayer(keras.layers.Layer):
 class Decoder(keras.layers.Layer):
     """N decoder layers (`hparams.decoder_layers`), plus a final LayerNorm when norm_position is "pre".
 
-    `call(x, memory, self_bias, memory_bias, cache=None, return_weights=False, training=False)`
-    returns `(output, {"decoder_self": [...], "encoder_decoder": [...]} or {}, new_cache or None)`;
-    `initial_cache(memory)` builds the per-layer cache for incremental decoding.
+    `call(x, memory, self_bias, memory_bias, cache=None, return_weights=False, training=False,
+    cache_position=None)` returns `(output, {"decoder_self": [...], "encoder_decoder": [...]} or {},
+    new_cache or None)`; `initial_cache(memory, max_length=0)` builds the per-layer cache for
+    incremental decoding.
     """
 
     def __init__(self, hparams, **kwargs):
@@ -86,11 +90,13 @@ class Decoder(keras.layers.Layer):
         if self.norm is not None:
             self.norm.build(x_shape)
 
-    def initial_cache(self, memory):
+    def initial_cache(self, memory, max_length=0):
         """Empty self-attention keys/values and the encoder-decoder keys/values of `memory`.
 
         Every leaf is batch-major ([batch, heads, len, depth]), so beam search can
-        reorder the cache with one gather along axis 0.
+        reorder the cache with one gather along axis 0. The self-attention keys/values
+        start with 0 positions and grow by one per step, or with `max_length` > 0 are
+        preallocated zeros that each step writes into (`cache_position`; static shapes).
         """
         batch = ops.shape(memory)[0]
         heads = self.hparams.num_heads
@@ -99,21 +105,22 @@ class Decoder(keras.layers.Layer):
         cache = {}
         for index, layer in enumerate(self.stack):
             cache[f"layer_{index}"] = {
-                "self": {"k": ops.zeros((batch, heads, 0, key_depth), dtype=memory.dtype),
-                         "v": ops.zeros((batch, heads, 0, value_depth), dtype=memory.dtype)},
+                "self": {"k": ops.zeros((batch, heads, max_length, key_depth), dtype=memory.dtype),
+                         "v": ops.zeros((batch, heads, max_length, value_depth), dtype=memory.dtype)},
                 "memory": layer.memory_attention.project_memory(memory),
             }
         return cache
 
     def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,
-             training=False):
+             training=False, cache_position=None):
         weights = {"decoder_self": [], "encoder_decoder": []}
         new_cache = None if cache is None else {}
         for index, layer in enumerate(self.stack):
             name = f"layer_{index}"
             x, (self_weights, memory_weights), layer_cache = layer(
                 x, memory, self_bias=self_bias, memory_bias=memory_bias,
-                cache=None if cache is None else cache[name], return_weights=return_weights, training=training)
+                cache=None if cache is None else cache[name], return_weights=return_weights, training=training,
+                cache_position=cache_position)
             weights["decoder_self"].append(self_weights)
             weights["encoder_decoder"].append(memory_weights)
             if cache is not None:

@@ -43,12 +43,14 @@ def length_penalty(length, alpha):
 
 
 def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, vocab_size, alpha,
-                eos_id=EOS_ID, states=None, stop_early=True):
+                eos_id=EOS_ID, states=None, stop_early=True, max_length=None):
     """Returns the `beam_size` best complete hypotheses per row, best first.
 
     Args:
       symbols_to_logits_fn: `(ids [batch*beam, i+1], i, states) -> (logits [batch*beam,
-        vocab], new_states)`; `ids` starts with the initial id and `i` is the step.
+        vocab], new_states)`; `ids` starts with the initial id and `i` is the step. With
+        `max_length`, `ids` is the whole buffer [batch*beam, max_length+1] instead, zeros
+        after position i.
       initial_ids: int32 [batch], the first id fed to the model (0 for the Transformer).
       beam_size: number of hypotheses kept (a Python int).
       decode_length: maximum number of tokens to emit: a scalar, or int32 [batch] for a
@@ -62,14 +64,19 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
       stop_early: stop a row as soon as its best finished hypothesis beats every alive
         one's best reachable score; False decodes to the limit unless the finished set
         is full of hypotheses that no alive one can beat (tensor2tensor's meaning).
+      max_length: None, or a Python int ≥ every row limit: every shape is then static
+        (the id buffers have max_length + 1 positions and the states must keep their
+        shapes), as XLA compilation needs.
 
     Returns:
       (ids int32 [batch, beam, length], scores float32 [batch, beam]): the emitted ids
-      without the initial id, EOS included, padded with 0; scores are log P / lp.
+      without the initial id, EOS included, padded with 0; scores are log P / lp. The
+      length is the number of steps run, or `max_length` when given.
     """
     batch_size = tf.shape(initial_ids)[0]
     row_limits = _row_limits(decode_length, batch_size)
-    max_length = tf.reduce_max(row_limits)
+    steps_needed = tf.reduce_max(row_limits)
+    buffer_length = steps_needed if max_length is None else max_length
 
     def rows_done(i, alive_log_probs, finished_scores):
         # log P only falls as a hypothesis grows and lp is largest at the limit (α ≥ 0),
@@ -84,9 +91,9 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
     def grow_topk(i, logits, alive_seq, alive_log_probs):
         """The 2·beam best one-token extensions of the alive hypotheses, and which are complete."""
         log_probs = tf.nn.log_softmax(tf.reshape(tf.cast(logits, tf.float32), [batch_size, beam_size, vocab_size]))
-        log_probs = tf.reshape(log_probs + alive_log_probs[:, :, None], [batch_size, beam_size * vocab_size])
-        # Every candidate of a step has the same length, so ranking by score = by log-probability.
-        top_log_probs, top_index = chunked_top_k(log_probs, 2 * beam_size)
+        # Every candidate of a step has the same length, so ranking by score = by log-probability:
+        # log P(token | hypothesis) + log P(hypothesis), over beam × vocabulary candidates.
+        top_log_probs, top_index = offset_top_k(log_probs, alive_log_probs, 2 * beam_size)
         parents, tokens = top_index // vocab_size, top_index % vocab_size
         top_seq = _append(tf.gather(alive_seq, parents, batch_dims=1), tokens, i + 1)
         complete = ((tokens == eos_id) | (i + 1 >= row_limits)[:, None]) & tf.math.is_finite(top_log_probs)
@@ -108,7 +115,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         # A row that is done stops changing while the batch decodes on, so its result is the
         # one it would get alone: with no alive hypothesis left, no candidate can be complete.
         alive_log_probs = tf.where(rows_done(i, alive_log_probs, finished_scores)[:, None], -np.inf, alive_log_probs)
-        ids = tf.reshape(alive_seq[:, :, :i + 1], [batch_size * beam_size, i + 1])
+        prefix = alive_seq if max_length is not None else alive_seq[:, :, :i + 1]
+        ids = tf.reshape(prefix, [batch_size * beam_size, -1])
         logits, states = symbols_to_logits_fn(ids, i, states)
         top_seq, top_log_probs, top_scores, parents, complete = grow_topk(i, logits, alive_seq, alive_log_probs)
         alive_seq, alive_log_probs, alive_parents = grow_alive(top_seq, top_log_probs, parents, complete)
@@ -117,10 +125,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         return i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, states
 
     def not_done(i, alive_seq, alive_log_probs, finished_seq, finished_scores, states):
-        return (i < max_length) & ~tf.reduce_all(rows_done(i, alive_log_probs, finished_scores))
+        return (i < steps_needed) & ~tf.reduce_all(rows_done(i, alive_log_probs, finished_scores))
 
     initial_seq = tf.tile(tf.cast(initial_ids, tf.int32)[:, None, None], [1, beam_size, 1])
-    alive_seq = tf.pad(initial_seq, [[0, 0], [0, 0], [0, max_length]])  # a buffer for every step's token
+    alive_seq = tf.pad(initial_seq, [[0, 0], [0, 0], [0, buffer_length]])  # a buffer for every step's token
     # Only beam 0 starts alive, so the first step does not pick the same token beam_size times.
     alive_log_probs = tf.tile(tf.constant([[0.0] + [-np.inf] * (beam_size - 1)]), [batch_size, 1])
     loop_vars = (
@@ -128,23 +136,25 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), states or {}),
     )
     steps, _, _, finished_seq, finished_scores, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars))
-    return finished_seq[:, :, 1:steps + 1], finished_scores
+        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, max_length is None))
+    return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1:steps + 1], finished_scores
 
 
-def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id=EOS_ID, states=None):
+def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id=EOS_ID, states=None,
+                  max_length=None):
     """Argmax decoding: beam_search's interface and results for beam 1.
 
     Each row follows its most probable token until EOS or its limit; later positions
     are 0. Returns (ids int32 [batch, 1, length], scores float32 [batch, 1]) with
-    scores = log P / lp, as beam_search.
+    scores = log P / lp, as beam_search (`max_length` as there).
     """
     batch_size = tf.shape(initial_ids)[0]
     row_limits = _row_limits(decode_length, batch_size)
-    max_length = tf.reduce_max(row_limits)
+    steps_needed = tf.reduce_max(row_limits)
+    buffer_length = steps_needed if max_length is None else max_length
 
     def step(i, seq, log_probs, lengths, states):
-        logits, states = symbols_to_logits_fn(seq[:, :i + 1], i, states)
+        logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, :i + 1], i, states)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         running = lengths == 0
@@ -155,17 +165,17 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
         return i + 1, seq, log_probs, lengths, states
 
     def not_done(i, seq, log_probs, lengths, states):
-        return (i < max_length) & tf.reduce_any(lengths == 0)
+        return (i < steps_needed) & tf.reduce_any(lengths == 0)
 
-    seq = tf.concat([tf.cast(initial_ids, tf.int32)[:, None], tf.zeros([batch_size, max_length], tf.int32)], 1)
+    seq = tf.concat([tf.cast(initial_ids, tf.int32)[:, None], tf.zeros([batch_size, buffer_length], tf.int32)], 1)
     loop_vars = (tf.constant(0), seq, tf.zeros([batch_size]), tf.zeros([batch_size], tf.int32), states or {})
     steps, seq, log_probs, lengths, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars))
+        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, max_length is None))
     scores = log_probs / length_penalty(lengths, alpha)
-    return seq[:, None, 1:steps + 1], scores[:, None]
+    return seq[:, None, 1:] if max_length is not None else seq[:, None, 1:steps + 1], scores[:, None]
 
 
-def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos_id=EOS_ID):
+def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos_id=EOS_ID, static_shapes=False):
     """Translates a batch with `model`'s cache API; traceable inside a tf.function or SavedModel.
 
     Args:
@@ -179,6 +189,9 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
       use_cache: False re-runs the whole model, encoder included, over the prefix at every
         step (slow; the reference the cached decoding must equal).
       eos_id: the id that ends a sentence; benchmarks pass -1 to decode to the full length.
+      static_shapes: every shape static, as XLA compilation needs (`inputs` must have a
+        static length): the cache is preallocated for src_len + extra_length steps and
+        written in place, and the ids come back at that length (zeros after the last step).
 
     Returns (ids int32 [batch, beam, length], scores float32 [batch, beam]) as beam_search.
     """
@@ -186,61 +199,88 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
     batch_size = tf.shape(inputs)[0]
     decode_length = tf.reduce_sum(tf.cast(inputs != 0, tf.int32), axis=1) + extra_length
     initial_ids = tf.fill([batch_size], START_ID)
+    max_length = None
+    if static_shapes:
+        if inputs.shape[1] is None or not use_cache:
+            raise ValueError("decode(static_shapes=True) needs use_cache=True and inputs of a static length.")
+        max_length = inputs.shape[1] + extra_length
     if use_cache:
-        symbols_to_logits_fn, states = _cached_step(model, inputs, beam_size)
+        symbols_to_logits_fn, states = _cached_step(model, inputs, beam_size, max_length)
     else:
         symbols_to_logits_fn, states = _uncached_step(model, inputs, beam_size), None
     if beam_size == 1:
-        return greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states)
+        return greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length)
     return beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, model.vocab_size, alpha,
-                       eos_id, states)
+                       eos_id, states, max_length=max_length)
 
 
 def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=False, use_cache=True,
-                 eos_id=EOS_ID):
+                 eos_id=EOS_ID, xla=False):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
     Returns (ids [batch, length], scores [batch]) for the best hypothesis, or all beams
     ([batch, beam, length], [batch, beam]) with return_beams=True. Ids end with EOS (1)
     unless the length limit was reached, and are 0-padded; `Vocabulary.decode` reads them.
+    `xla=True` compiles the whole search with XLA (`decode(static_shapes=True)`), once per
+    input shape: the same results, and the ids lose their all-zero trailing columns.
     """
-    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id)
+    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla)
     compiled = _COMPILED.setdefault(model, {})
     if settings not in compiled:
         model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
-        compiled[settings] = tf.function(
-            lambda batch: decode(model_ref(), batch, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
-                                 use_cache=use_cache, eos_id=eos_id),
-            input_signature=[tf.TensorSpec([None, None], tf.int32)])
+
+        def decode_inputs(batch):
+            return decode(model_ref(), batch, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
+                          use_cache=use_cache, eos_id=eos_id, static_shapes=xla)
+
+        if xla:  # static shapes: one trace and compilation per input shape
+            compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False)
+        else:
+            compiled[settings] = tf.function(decode_inputs, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     ids, scores = compiled[settings](tf.convert_to_tensor(inputs, tf.int32))
     ids, scores = ids.numpy(), scores.numpy()
+    if xla:
+        ids = ids[..., :_used_length(ids)]
     return (ids, scores) if return_beams else (ids[:, 0], scores[:, 0])
+
+
+def _used_length(ids):
+    """The length of the ids without the columns after the last non-zero one."""
+    used = np.flatnonzero(ids.reshape(-1, ids.shape[-1]).any(axis=0))
+    return int(used[-1]) + 1 if used.size else 0
 
 
 # One compiled decoder per (model, settings); dropped with the model.
 _COMPILED = weakref.WeakKeyDictionary()
 
 
-def _cached_step(model, inputs, beam_size):
+def _cached_step(model, inputs, beam_size, max_length=None):
     """symbols_to_logits_fn over `model.decode_step`, and the cache leaves beam search must reorder.
 
-    Only the self-attention keys/values grow, so only they depend on a hypothesis' past:
-    they start empty (a 0-length axis) and are reordered with the beams. Every other leaf
-    (encoder-decoder keys/values, source padding bias) is the same for all beams of a
-    sentence, so it is repeated to the beams once and never gathered.
+    Only the self-attention keys/values depend on a hypothesis' past: they start empty
+    (a 0-length axis, or `max_length` preallocated positions written in place) and are
+    reordered with the beams. Every other leaf (encoder-decoder keys/values, source padding
+    bias) is the same for all beams of a sentence: it keeps one row per sentence, never
+    gathered or repeated (the encoder-decoder attention shares a row among its beams).
     """
     encoder_output, inputs_mask = model.encode(inputs)
-    cache = model.initial_cache(encoder_output, inputs_mask)
+    cache = model.initial_cache(encoder_output, inputs_mask, max_length or 0)
     leaves = tf.nest.flatten(cache)
-    grows = [0 in leaf.shape for leaf in leaves]
-    fixed = [tf.repeat(leaf, beam_size, axis=0) for leaf, g in zip(leaves, grows) if not g]
+    if max_length:  # the preallocated leaves are those that start empty without preallocation
+        # (the graph of this second cache is pruned: only its static shapes are read).
+        unallocated = tf.nest.flatten(model.initial_cache(encoder_output, inputs_mask))
+        grows = [leaf.shape != other.shape for leaf, other in zip(leaves, unallocated)]
+    else:
+        grows = [0 in leaf.shape for leaf in leaves]
+    fixed = [leaf for leaf, g in zip(leaves, grows) if not g]
 
     def join(growing):
         growing, constant = iter(growing), iter(fixed)
         return tf.nest.pack_sequence_as(cache, [next(growing) if g else next(constant) for g in grows])
 
     def symbols_to_logits_fn(ids, step, growing):
-        logits, new_cache = model.decode_step(ids[:, -1], step, join(growing))
+        last = ids[:, -1] if max_length is None else tf.gather(ids, step, axis=1)
+        logits, new_cache = model.decode_step(last, step, join(growing), in_place=max_length is not None)
         return logits, [leaf for leaf, g in zip(tf.nest.flatten(new_cache), grows) if g]
 
     return symbols_to_logits_fn, [leaf for leaf, g in zip(leaves, grows) if g]
@@ -289,12 +329,55 @@ def chunked_top_k(scores, k, chunk_size=CHUNK_SIZE):
     num_chunks = -(-n // chunk_size)
     # Padding with -inf at the end never displaces a real element (ties go to lower indices).
     padded = tf.pad(scores, [[0, 0], [0, num_chunks * chunk_size - n]], constant_values=-np.inf)
-    chunks = tf.reshape(padded, [-1, num_chunks, chunk_size])
-    best_chunks = tf.sort(tf.math.top_k(tf.reduce_max(chunks, axis=2), k=k).indices, axis=1)
-    candidates = tf.reshape(tf.gather(chunks, best_chunks, batch_dims=1), [-1, k * chunk_size])
-    values, positions = tf.math.top_k(candidates, k=k)
-    chunk_of = tf.gather(best_chunks, positions // chunk_size, batch_dims=1)
-    return values, chunk_of * chunk_size + positions % chunk_size
+    return _top_k_of_chunks(tf.reshape(padded, [-1, num_chunks, chunk_size]), k)
+
+
+def offset_top_k(scores, offsets, k, chunk_size=CHUNK_SIZE):
+    """`tf.math.top_k` of (scores + offsets[..., None]) flattened to [rows, groups·n], without that sum.
+
+    Beam search ranks log P(token | hypothesis) + log P(hypothesis), the second term one
+    number per beam (group). When a chunk size near `chunk_size` divides n, no chunk
+    straddles two groups, so a chunk's best sum is its maximum plus its group's offset
+    (exactly: rounding is monotonic) and only the k chosen chunks are added to; the sum over
+    all candidates and the padding copy of `chunked_top_k` are never made. Otherwise the
+    sum is formed and `chunked_top_k` ranks it. Same results, ties included.
+
+    Args:
+      scores: float [rows, groups, n], no NaN; offsets: float [rows, groups]; k: a Python int.
+    Returns (values [rows, k], indices int32 [rows, k] into groups·n), best first.
+    """
+    groups, n = scores.shape[1], scores.shape[2]
+    size = _dividing_chunk_size(n, chunk_size)
+    if size is None or groups * n <= 2 * k * size:
+        return chunked_top_k(tf.reshape(scores + offsets[:, :, None], [-1, groups * n]), k, chunk_size)
+    chunks_per_group = n // size
+    chunks = tf.reshape(scores, [-1, groups * chunks_per_group, size])
+    return _top_k_of_chunks(chunks, k, tf.repeat(offsets, chunks_per_group, axis=1))
+
+
+def _dividing_chunk_size(n, target):
+    """The divisor of n in [target / 2, 2 · target] closest to target, or None."""
+    divisors = [size for size in range(max(target // 2, 1), 2 * target + 1) if n is not None and n % size == 0]
+    return min(divisors, key=lambda size: abs(size - target)) if divisors else None
+
+
+def _top_k_of_chunks(chunks, k, chunk_offsets=None):
+    """The exact top-k over [rows, num_chunks, size] chunks (plus a per-chunk offset), by chunk maxima.
+
+    The k best elements always lie in the k chunks with the highest maxima (see
+    `chunked_top_k`); indices count along the flattened chunks.
+    """
+    size = chunks.shape[-1]
+    maxima = tf.reduce_max(chunks, axis=2)
+    if chunk_offsets is not None:
+        maxima += chunk_offsets
+    best_chunks = tf.sort(tf.math.top_k(maxima, k=k).indices, axis=1)
+    candidates = tf.gather(chunks, best_chunks, batch_dims=1)
+    if chunk_offsets is not None:
+        candidates += tf.gather(chunk_offsets, best_chunks, batch_dims=1)[:, :, None]
+    values, positions = tf.math.top_k(tf.reshape(candidates, [-1, k * size]), k=k)
+    chunk_of = tf.gather(best_chunks, positions // size, batch_dims=1)
+    return values, chunk_of * size + positions % size
 
 
 def _row_limits(decode_length, batch_size):
@@ -319,8 +402,10 @@ def _reorder(states, parents, beam_size):
     return tf.nest.map_structure(lambda state: tf.gather(state, flat_parents), states)
 
 
-def _shape_invariants(loop_vars):
+def _shape_invariants(loop_vars, growing_states=True):
     """Fixed shapes for the loop's own tensors; state leaves may grow on any axis but the last."""
+    if not growing_states:
+        return tuple(tf.nest.map_structure(lambda tensor: tensor.shape, loop_vars))
     *fixed, states = loop_vars
     growing = tf.nest.map_structure(
         lambda state: tf.TensorShape([None] * (state.shape.rank - 1) + [state.shape[-1]]), states)

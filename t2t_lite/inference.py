@@ -20,6 +20,9 @@ from t2t_lite import checkpoints, decoding, registry
 from t2t_lite.hparam import parse_overrides
 
 EOS_ID = 1
+# With xla=True, batches are padded to batch_size rows and to a multiple of this many source
+# positions, so a file needs a few compilations, not one per sentence length.
+XLA_LENGTH_BUCKET = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,7 @@ class DecodeHParams:
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     batch_size: int = 32  # Sentences decoded together.
     return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
+    xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
 
     def __post_init__(self):
         if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0:
@@ -77,9 +81,12 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
     start = time.time()
     for first in range(0, len(order), settings.batch_size):
         batch = order[first:first + settings.batch_size]
+        inputs = _pad([encoded[index] for index in batch])
+        if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
+            inputs = _pad(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
         ids, scores = decoding.decode_batch(
-            model, _pad([encoded[index] for index in batch]), beam_size=settings.beam_size, alpha=settings.alpha,
-            extra_length=settings.extra_length, return_beams=True)
+            model, inputs, beam_size=settings.beam_size, alpha=settings.alpha,
+            extra_length=settings.extra_length, return_beams=True, xla=settings.xla)
         for row, index in enumerate(batch):
             beams = range(ids.shape[1]) if settings.return_beams else range(1)
             usable = [beam for beam in beams if np.isfinite(scores[row, beam])] or [0]
@@ -91,8 +98,10 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
     return results
 
 
-def _pad(sequences) -> np.ndarray:
-    batch = np.zeros((len(sequences), max(len(sequence) for sequence in sequences)), np.int32)
+def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
+    """Sequences as a 0-padded int32 batch of at least `rows` rows, its length a multiple of `multiple`."""
+    length = max(len(sequence) for sequence in sequences)
+    batch = np.zeros((max(len(sequences), rows), -(-length // multiple) * multiple), np.int32)
     for row, sequence in enumerate(sequences):
         batch[row, :len(sequence)] = sequence
     return batch

@@ -12,7 +12,7 @@ Training calls it on `{"inputs", "targets"}`; decoding uses `encode`,
 import keras
 from keras import ops
 
-from t2t_lite.attention import causal_bias, padding_bias
+from t2t_lite.attention import MASKED, causal_bias, padding_bias
 from t2t_lite.decoder import Decoder
 from t2t_lite.embedding import SharedEmbedding
 from t2t_lite.encoder import Encoder
@@ -131,15 +131,33 @@ class Transformer(keras.Model):
         return ops.cast(self.softmax_weights.logits(hidden), "float32")
 
     # -- Incremental decoding -----------------------------------------------------------
-    def initial_cache(self, encoder_output, inputs_mask):
-        """The decoding state for a batch of encoded sentences; every leaf is batch-major."""
-        return {"layers": self.decoder.initial_cache(encoder_output), "memory_bias": padding_bias(inputs_mask)}
+    def initial_cache(self, encoder_output, inputs_mask, max_length=0):
+        """The decoding state for a batch of encoded sentences; every leaf is batch-major.
 
-    def decode_step(self, ids, step, cache, training=False):
-        """One decoder position: ids int32 [batch] at position `step` -> (logits [batch, vocab], new cache)."""
+        The self-attention keys/values grow by one position per step, or with `max_length`
+        > 0 are preallocated for that many steps (static shapes, for XLA; see `decode_step`).
+        """
+        return {"layers": self.decoder.initial_cache(encoder_output, max_length),
+                "memory_bias": padding_bias(inputs_mask)}
+
+    def decode_step(self, ids, step, cache, training=False, in_place=False):
+        """One decoder position: ids int32 [batch] at position `step` -> (logits [batch, vocab], new cache).
+
+        `in_place=True` is for a cache from `initial_cache(..., max_length)`: the step's keys and
+        values are written at `step` and the later, still empty, positions are masked out.
+        """
         ids = ops.expand_dims(ops.convert_to_tensor(ids, dtype="int32"), 1)
         y = self.target_position(self.target_embedding(ids), start=step)
         y = self.embedding_dropout(y, training=training)
-        hidden, _, layers = self.decoder(y, memory_bias=cache["memory_bias"], cache=cache["layers"],
-                                         training=training)
+        self_bias = self._filled_positions_bias(cache, step) if in_place else None
+        hidden, _, layers = self.decoder(y, self_bias=self_bias, memory_bias=cache["memory_bias"],
+                                         cache=cache["layers"], training=training,
+                                         cache_position=step if in_place else None)
         return self.logits(hidden[:, 0]), {"layers": layers, "memory_bias": cache["memory_bias"]}
+
+    @staticmethod
+    def _filled_positions_bias(cache, step):
+        """[1, 1, 1, max_length] bias that lets a step attend to positions ≤ step of a preallocated cache."""
+        max_length = ops.shape(cache["layers"]["layer_0"]["self"]["k"])[2]
+        bias = ops.where(ops.arange(max_length) <= step, 0.0, MASKED)
+        return ops.reshape(bias, (1, 1, 1, max_length))

@@ -51,3 +51,21 @@ def test_multi_head_is_concat_of_heads_then_output_projection():
     np.testing.assert_allclose(output, np.concatenate(heads, -1) @ w_o, atol=1e-5)
     assert all(not p.use_bias for p in (layer.query_projection, layer.key_projection,
                                         layer.value_projection, layer.output_projection))
+
+
+def test_memory_shared_by_groups_of_query_rows_is_attention_per_row():
+    """memory_kv with one row per sentence serves that sentence's 3 beams, with its padding mask."""
+    layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=6, output_size=10)
+    queries = RNG.normal(size=(6, 2, 10)).astype("float32")  # 2 sentences × 3 beams, 2 positions
+    memory = RNG.normal(size=(2, 5, 10)).astype("float32")
+    mask = np.array([[True] * 5, [True, True, True, False, False]])
+    layer(queries[:1], memory[:1])  # builds the projections
+    shared = layer.project_memory(memory)
+    output, weights, _ = layer(queries, memory_kv=shared, bias=padding_bias(mask), return_weights=True)
+    for row in range(6):
+        sentence = row // 3
+        expected, expected_weights, _ = layer(queries[row:row + 1], memory[sentence:sentence + 1],
+                                              bias=padding_bias(mask[sentence:sentence + 1]), return_weights=True)
+        np.testing.assert_allclose(output[row], expected[0], atol=1e-5)
+        np.testing.assert_allclose(weights[row], expected_weights[0], atol=1e-6)
+    assert np.all(np.asarray(weights)[3:, :, :, 3:] == 0.0)  # sentence 1's padding

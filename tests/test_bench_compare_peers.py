@@ -41,9 +41,10 @@ def canned_rows(preset="base"):
     return [
         {"label": "matmul_peak", "preset": None, "matmul_peak_flops_per_s": MATMUL_PEAK, "peak_rss_mb": 300.0},
         row("modelgarden", preset, 200.0, 2.56, beam=2.0, greedy=6.0),
+        row("modelgarden-xla", preset, 210.0, 2.4, beam=4.0, greedy=7.0),
         row("kerashub-xla", preset, 250.0, 2.048, beam=3.5, greedy=12.0),
         row("t2t_lite", preset, 160.0, 3.2, beam=5.0, greedy=10.0),
-        row("t2t_lite-xla", preset, 240.0, 2.0),
+        row("t2t_lite-xla", preset, 240.0, 2.0, beam=4.4, greedy=11.0),
         *memory,
     ]
 
@@ -83,8 +84,13 @@ def test_summary_figures_ratios_and_targets():
     assert targets["train_vs_fastest_peer"]["fastest_peer"] == "kerashub-xla"
     assert targets["train_vs_fastest_peer"]["met"] is False
     assert targets["fraction_of_matmul_peak"]["value"] == pytest.approx(0.2)
+    # Best of ours (plain, 5.0 sent/s) against Model Garden's plain row; each pair listed too.
     assert targets["beam_vs_modelgarden"]["value"] == pytest.approx(2.5)
+    assert targets["beam_vs_modelgarden"]["ours_row"] == "t2t_lite"
     assert targets["beam_vs_modelgarden"]["met"] is True
+    assert targets["beam_vs_modelgarden"]["each"] == pytest.approx({
+        "t2t_lite / modelgarden": 2.5, "t2t_lite / modelgarden-xla": 1.25,
+        "t2t_lite-xla / modelgarden": 2.2, "t2t_lite-xla / modelgarden-xla": 1.1})
 
 
 def test_json_output_has_one_object_per_preset_with_the_issue_fields(tmp_path, monkeypatch, capsys):

@@ -124,6 +124,24 @@ def test_chunked_top_k_is_exactly_top_k_ties_and_minus_infinity_included(seed):
         np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_offset_top_k_is_exactly_top_k_of_the_sum_ties_and_minus_infinity_included(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        rows, groups, k, chunk_size = (int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 9)),
+                                       int(rng.integers(2, 40)))
+        # Half the draws have a chunk size near chunk_size that divides n (the path without the sum).
+        n = chunk_size * int(rng.integers(k, 60)) if rng.random() < 0.5 else int(rng.integers(k, 2000))
+        scores = rng.integers(-3, 3, size=(rows, groups, n)).astype(np.float32) / 4  # few values: many ties
+        scores[rng.random(scores.shape) < 0.3] = -np.inf
+        offsets = rng.integers(-2, 2, size=(rows, groups)).astype(np.float32) / 4
+        offsets[rng.random(offsets.shape) < 0.2] = -np.inf  # beams that are no longer alive
+        values, indices = decoding.offset_top_k(tf.constant(scores), tf.constant(offsets), k, chunk_size=chunk_size)
+        expected_values, expected_indices = tf.math.top_k((scores + offsets[:, :, None]).reshape(rows, -1), k=k)
+        np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+
+
 def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monkeypatch):
     # 4 × 1,000 candidates per row: beam search takes the chunked path of `chunked_top_k`.
     table, limits = random_table(seed=8, length=5, vocab=1000), tf.constant([5, 3])
@@ -133,7 +151,8 @@ def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monke
             table_logits_fn(table), tf.constant([0, 7]), 4, limits, 1000, 0.6, states=empty_prefix(2))]
 
     chunked_ids, chunked_scores = search()
-    monkeypatch.setattr(decoding, "chunked_top_k", lambda scores, k: tf.math.top_k(scores, k=k))
+    monkeypatch.setattr(decoding, "offset_top_k", lambda scores, offsets, k: tf.math.top_k(
+        tf.reshape(scores + offsets[:, :, None], [tf.shape(scores)[0], -1]), k=k))
     plain_ids, plain_scores = search()
     np.testing.assert_array_equal(chunked_ids, plain_ids)
     np.testing.assert_array_equal(chunked_scores, plain_scores)
@@ -205,6 +224,27 @@ def test_cached_decoding_equals_full_recomputation(model, beam_size):
     full_ids, full_scores = decoding.decode_batch(model, inputs, use_cache=False, **settings)
     np.testing.assert_array_equal(cached_ids, full_ids)
     np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, beam_size):
+    # Rows end by EOS and by their own limits (lengths 4, 15, 12 + 3) at different steps.
+    inputs = sentences([4, 15, 12], seed=3)
+    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
+    ids, scores = decoding.decode_batch(model, inputs, **settings)
+    xla_ids, xla_scores = decoding.decode_batch(model, inputs, xla=True, **settings)
+    # The same 0-padded ids; the XLA ids stop at the last non-zero column, not at the last step run.
+    assert xla_ids.shape[-1] <= ids.shape[-1] and not ids[..., xla_ids.shape[-1]:].any()
+    np.testing.assert_array_equal(xla_ids, ids[..., :xla_ids.shape[-1]])
+    np.testing.assert_allclose(xla_scores, scores, rtol=1e-4)
+
+
+def test_static_shapes_need_a_static_input_length(model):
+    decode = tf.function(lambda batch: decoding.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1,
+                                                       static_shapes=True),
+                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with pytest.raises(ValueError, match="static length"):
+        decode(tf.constant(sentences([3])))
 
 
 def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):

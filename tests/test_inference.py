@@ -47,6 +47,18 @@ def test_output_in_input_order_equals_each_line_decoded_alone(trained):
         assert translation.hypotheses[0] == vocabulary.decode(ids[0])
 
 
+def test_xla_decoding_gives_the_same_translations(trained):
+    problem, model, data_dir, _ = trained
+    vocabulary = problem.vocabulary(data_dir)
+    lines = ["1 2 3 4 5 6 7", "4", "9 9 1", "2 3 4 5 6 7 8 9 0 1 2 3", "5 5"]  # 3 batches, the last 1 row
+    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2, return_beams=True)
+    plain = translate(model, vocabulary, lines, settings, progress=False)
+    compiled = translate(model, vocabulary, lines, DecodeHParams(**{**vars(settings), "xla": True}), progress=False)
+    for expected, translation in zip(plain, compiled):
+        assert translation.hypotheses == expected.hypotheses
+        np.testing.assert_allclose(translation.scores, expected.scores, rtol=1e-4)
+
+
 def test_n_best_lists_every_beam_with_scores_best_first(trained):
     problem, model, data_dir, _ = trained
     settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3, return_beams=True)

@@ -86,21 +86,25 @@ def test_changing_padded_source_tokens_changes_no_logits():
     np.testing.assert_allclose(logits[0], base[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("preallocated", [False, True], ids=["growing-cache", "preallocated-cache"])
 @pytest.mark.parametrize("overrides", [{}, {"norm_position": "pre"}, {"pos": "emb"},
                                        {"shared_embedding_and_softmax_weights": False}])
-def test_cached_decoding_reproduces_teacher_forced_logits(overrides):
+def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocated):
     model = tiny(**overrides)
     features = random_batch(np.random.default_rng(2))
     full = np.asarray(model(features))
     encoder_output, mask = model.encode(features["inputs"])
-    cache = model.initial_cache(encoder_output, mask)
+    # A preallocated cache longer than the targets: its empty positions must not be attended to.
+    max_length = features["targets"].shape[1] + 3 if preallocated else 0
+    cache = model.initial_cache(encoder_output, mask, max_length)
     ids = np.zeros(features["targets"].shape[0], "int32")
     steps = []
     for step in range(features["targets"].shape[1]):
-        logits, cache = model.decode_step(ids, step, cache)
+        logits, cache = model.decode_step(ids, step, cache, in_place=preallocated)
         steps.append(np.asarray(logits))
         ids = features["targets"][:, step]
     assert np.abs(np.stack(steps, axis=1) - full).max() <= 1e-4
+    assert cache["layers"]["layer_0"]["self"]["k"].shape[2] == (max_length or features["targets"].shape[1])
 
 
 def test_dropout_only_in_training():
