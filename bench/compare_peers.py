@@ -3,11 +3,12 @@
     .venv/bin/python bench/compare_peers.py                          # tiny + base, 1 round (~25 min)
     .venv/bin/python bench/compare_peers.py --presets=tiny --json    # ~5 min
     .venv/bin/python bench/compare_peers.py --skip_peers             # t2t_lite rows only
+    .venv/bin/python bench/compare_peers.py --no_bf16                # without the bfloat16 row
 
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
 the two memory probes (once, --memory_presets), then in each round the matmul peak, per
-preset the peers, t2t_lite and t2t_lite +XLA, and the matmul peak again (the higher one
-counts); with --repeats the rounds interleave every row. The peers are the scripts
+preset the peers, t2t_lite, t2t_lite +XLA and t2t_lite in bfloat16, and the matmul peak
+again (the higher one counts); with --repeats the rounds interleave every row. The peers are the scripts
 of /work/shared/peers (found as ../shared/peers beside the repository, or --peers_dir),
 each in its own virtual environment (`bash <peers_dir>/setup_venvs.sh` creates them);
 t2t_lite is bench/peer_project.py on the same peer_common.py protocol, so inputs, warm-up
@@ -18,11 +19,16 @@ Figures (medians over timed steps/calls; with several rounds, the median of the 
   train FLOP/s       trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time; the
                      same estimate is applied to every row, as they all do the same work
   % of peak          train FLOP/s ÷ the fp32 matmul peak measured by bench/matmul_peak.py
+                     (the t2t_lite-bf16 row: ÷ the bfloat16 peak, `--dtype=bfloat16`)
   greedy, beam4      sentences per second, 32 sentences of 20 tokens decoded to 30 tokens
   peak RSS           the process's maximum resident memory (os.wait4 of the child)
   memory probes      VmHWM of a transformer_base update at a 4,096-token micro-batch, and of
                      one beam-4 decoding call, each in a process of its own
 Ratios are row ÷ t2t_lite. --json prints one JSON object per preset instead of the tables.
+
+The t2t_lite-bf16 row (`activation_dtype=bfloat16`: float32 variables and optimizer, bfloat16
+matmuls, float32 softmax and loss) is reported beside the targets, not counted in them: the
+peers run float32, and the issue compares like with like.
 """
 
 import argparse
@@ -47,7 +53,8 @@ PEER_SCRIPTS = {
     "kerashub": ("/tmp/peer-venv-kh", "peer_kerashub.py", []),
     "kerashub-xla": ("/tmp/peer-venv-kh", "peer_kerashub.py", ["--jit-compile"]),
 }
-OURS, OURS_XLA = "t2t_lite", "t2t_lite-xla"
+OURS, OURS_XLA, OURS_BF16 = "t2t_lite", "t2t_lite-xla", "t2t_lite-bf16"
+PEAK, PEAK_BF16 = "matmul_peak", "matmul_peak_bf16"
 MEMORY_PHASES = ("train", "decode")
 TARGETS = {"train_vs_fastest_peer": 1.2, "fraction_of_matmul_peak": 0.85, "beam_vs_modelgarden": 2.0}
 
@@ -147,17 +154,25 @@ def run_all(args, peers_dir, log_path) -> tuple:
             rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
                                 preset, args, log_path))
     matmul = [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"), "--threads", str(args.threads)]
+    peaks = [(PEAK, matmul)] + ([] if args.no_bf16 else [(PEAK_BF16, matmul + ["--dtype", "bfloat16"])])
     ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla"))]
+    if not args.no_bf16:
+        ours.append((OURS_BF16, our_command(peers_dir, "--activation_dtype", "bfloat16")))
     for round_index in range(args.repeats):
         # A peak is a best case: measured before and after the round, the higher one counts.
-        rows.append(dict(run_row("matmul_peak", matmul, None, args, log_path), round=round_index + 1))
+        rows += [dict(run_row(label, argv, None, args, log_path), round=round_index + 1) for label, argv in peaks]
         for preset in args.presets:
             for label, argv in peers + ours:
                 rows.append(dict(run_row(label, argv + protocol_flags(preset, args), preset, args, log_path),
                                  round=round_index + 1))
-        rows.append(dict(run_row("matmul_peak", matmul, None, args, log_path), round=round_index + 1))
-    peaks = [row["matmul_peak_flops_per_s"] for row in rows if row["label"] == "matmul_peak" and "error" not in row]
-    return rows, peaks
+        rows += [dict(run_row(label, argv, None, args, log_path), round=round_index + 1) for label, argv in peaks]
+    return rows, best_peaks(rows)
+
+
+def best_peaks(rows) -> dict:
+    """{PEAK: the highest fp32 matmul peak measured, PEAK_BF16: the highest bfloat16 one} (None if none)."""
+    return {label: max((row["matmul_peak_flops_per_s"] for row in rows if row["label"] == label and "error" not in row),
+                       default=None) for label in (PEAK, PEAK_BF16)}
 
 
 # -- Summaries -------------------------------------------------------------------------------
@@ -195,7 +210,7 @@ def _ratio(numerator, denominator):
     return numerator / denominator if numerator and denominator else None
 
 
-def preset_summary(preset, rows, matmul_peak) -> dict:
+def preset_summary(preset, rows, matmul_peak, bf16_peak=None) -> dict:
     """One JSON object: t2t_lite's figures at top level, the peers' under "peers", the targets."""
     at_preset = [row for row in rows if row.get("preset") == preset]
     flops_per_step = next((r["train"]["flops_per_step"] for r in at_preset
@@ -203,20 +218,24 @@ def preset_summary(preset, rows, matmul_peak) -> dict:
     by_label = {}
     for row in at_preset:
         by_label.setdefault(row["label"], []).append(row)
-    figures = {label: row_figures(group, flops_per_step, matmul_peak) for label, group in by_label.items()
-               if not label.startswith(f"{OURS}-memory")}
+    figures = {label: row_figures(group, flops_per_step, bf16_peak if label == OURS_BF16 else matmul_peak)
+               for label, group in by_label.items() if not label.startswith(f"{OURS}-memory")}
     ours = figures.get(OURS, row_figures([], None, None))
     peers = {label: dict(figure, train_ratio_to_ours=_ratio(figure["train_tokens_per_s"], ours["train_tokens_per_s"]),
                          decode_ratio_to_ours=_ratio(figure["decode_sentences_per_s"], ours["decode_sentences_per_s"]))
-             for label, figure in figures.items() if label not in (OURS, OURS_XLA)}
+             for label, figure in figures.items() if label not in (OURS, OURS_XLA, OURS_BF16)}
     memory = {phase: (by_label.get(f"{OURS}-memory-{phase}") or [{}])[0] for phase in MEMORY_PHASES}
     summary = {"preset": preset, **ours, "train_flops_per_step": flops_per_step,
                "matmul_peak_flops_per_s": matmul_peak, "xla": figures.get(OURS_XLA),
+               "bf16": figures.get(OURS_BF16), "matmul_peak_bf16_flops_per_s": bf16_peak,
                "memory": {"train_peak_rss_mb": memory["train"].get("memory", {}).get("peak_rss_mb"),
                           "train_micro_batch_tokens": memory["train"].get("memory", {}).get("micro_batch_tokens"),
                           "decode_beam4_peak_rss_mb": memory["decode"].get("memory", {}).get("peak_rss_mb")},
                "peers": peers}
     summary["targets"] = targets(summary)
+    if summary["bf16"]:
+        fastest = max((row["train_tokens_per_s"] or 0 for row in peers.values()), default=0)
+        summary["bf16"]["train_vs_fastest_peer"] = _ratio(summary["bf16"]["train_tokens_per_s"], fastest)
     return summary
 
 
@@ -274,8 +293,14 @@ def format_table(summary) -> str:
              f"ratios = row ÷ t2t_lite)", "",
              "| row | train tok/s | train GFLOP/s | % of peak | first step s | greedy sent/s | beam4 sent/s "
              "| peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    rows = [(OURS, summary), (OURS_XLA, summary.get("xla")), *summary["peers"].items()]
+    rows = [(OURS, summary), (OURS_XLA, summary.get("xla")), (OURS_BF16, summary.get("bf16")),
+            *summary["peers"].items()]
     lines += [_table_row(label, row, summary) for label, row in rows if row]
+    if summary.get("bf16"):
+        bf16_peak = summary["matmul_peak_bf16_flops_per_s"]
+        lines += ["", f"{OURS_BF16}: `activation_dtype=bfloat16`, its % of peak is of the bfloat16 matmul peak "
+                  f"({_cell(bf16_peak and bf16_peak / 1e9)} GFLOP/s); not counted in the targets (the peers run "
+                  f"float32): training ÷ the fastest peer {_cell(summary['bf16'].get('train_vs_fastest_peer'), 2)}."]
     memory = summary["memory"]
     if memory["train_peak_rss_mb"] or memory["decode_beam4_peak_rss_mb"]:
         lines += ["", f"Peak resident memory (VmHWM of its own process): a training update at a "
@@ -298,6 +323,7 @@ def parse_args(argv=None):
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of " + ",".join(PEERS))
     parser.add_argument("--repeats", type=int, default=1, help="interleaved rounds of every row")
     parser.add_argument("--skip_peers", action="store_true", help="only the t2t_lite rows (and the matmul peak)")
+    parser.add_argument("--no_bf16", action="store_true", help="leave out the bfloat16 row and its matmul peak")
     parser.add_argument("--memory_presets", default="base",
                         help="presets whose peak memory is probed, once, before the timed rows ('' = none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per preset instead of tables")
@@ -334,7 +360,7 @@ def main(argv=None):
     rows, peaks = run_all(args, peers_dir, os.path.join(output_dir, "run.log"))
     with open(os.path.join(output_dir, "results.jsonl"), "w") as results:
         results.writelines(json.dumps(row) + "\n" for row in rows)
-    summaries = [preset_summary(preset, rows, max(peaks, default=None)) for preset in args.presets]
+    summaries = [preset_summary(preset, rows, peaks[PEAK], peaks[PEAK_BF16]) for preset in args.presets]
     with open(os.path.join(output_dir, "summary.json"), "w") as summary_file:
         json.dump(summaries, summary_file, indent=1)
     for summary in summaries:

@@ -1,6 +1,6 @@
 """t2t_lite measured exactly as the peers in /work/shared/peers are: one JSON line in their schema.
 
-    .venv/bin/python bench/peer_project.py --preset base [--xla] [--peers_dir DIR] [--out FILE]
+    .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
 
@@ -13,7 +13,8 @@ What is timed is what a user gets:
     with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
   * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
-    `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache).
+    `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
+  * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both.
 Achieved FLOP/s = trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
@@ -62,7 +63,7 @@ NO_EOS = -1  # no id equals it, so nothing stops early (the peers' protocol)
 
 
 # -- The preset as HParams --------------------------------------------------------------
-def preset_hparams(cfg, xla: bool):
+def preset_hparams(cfg, xla: bool, activation_dtype: str = "float32"):
     """The registered set with the preset's shape; fails if the set and the peers' preset disagree."""
     hparams = registry.hparams(HPARAMS_SETS[cfg["preset"]])
     expected = {"num_encoder_layers": (hparams.encoder_layers, cfg["num_encoder_layers"]),
@@ -79,7 +80,8 @@ def preset_hparams(cfg, xla: bool):
         raise ValueError(f"{HPARAMS_SETS[cfg['preset']]} does not match peer_common.PRESETS[{cfg['preset']!r}]: "
                          + ", ".join(f"{name} {ours} != {theirs}" for name, (ours, theirs) in wrong.items()))
     # One Adam update per batch, as every peer does (no accumulation towards tokens_per_step).
-    return hparams.replace(batch_size=cfg["train_batch"] * cfg["tgt_len"], tokens_per_step=0, xla_compile=xla)
+    return hparams.replace(batch_size=cfg["train_batch"] * cfg["tgt_len"], tokens_per_step=0, xla_compile=xla,
+                           activation_dtype=activation_dtype)
 
 
 def build(hparams, vocab_size, seed):
@@ -185,6 +187,8 @@ def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
     parser.add_argument("--xla", action="store_true",
                         help="hparams xla_compile=True for the train step, and XLA for decoding")
+    parser.add_argument("--activation_dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="hparams activation_dtype (bfloat16: mixed precision, float32 variables)")
     parser.add_argument("--memory", choices=("train", "decode"), default=None,
                         help="only report the peak resident memory of one training update or decoding call")
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
@@ -192,9 +196,9 @@ def extra_flags(parser):
 
 def main():
     args, cfg = pc.parse_args(__doc__.splitlines()[0], extra_flags)
-    hparams = preset_hparams(cfg, args.xla)
+    hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
-        "peer": "t2t_lite" + (" +XLA" if args.xla else ""),
+        "peer": "t2t_lite" + (" +XLA" if args.xla else "") + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
         "preset": cfg["preset"],
         "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
                      "numpy": np.__version__},
@@ -203,6 +207,7 @@ def main():
                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
         "hparams_set": HPARAMS_SETS[cfg["preset"]],
         "jit_compile": args.xla,
+        "activation_dtype": args.activation_dtype,
     }
     if args.memory:
         result["memory"] = measure_memory(args.memory, cfg, args.memory_tokens, args.seed)

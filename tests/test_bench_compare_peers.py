@@ -45,6 +45,7 @@ def canned_rows(preset="base"):
         row("kerashub-xla", preset, 250.0, 2.048, beam=3.5, greedy=12.0),
         row("t2t_lite", preset, 160.0, 3.2, beam=5.0, greedy=10.0),
         row("t2t_lite-xla", preset, 240.0, 2.0, beam=4.4, greedy=11.0),
+        row("t2t_lite-bf16", preset, 400.0, 1.28, beam=6.0, greedy=12.0),
         *memory,
     ]
 
@@ -66,7 +67,7 @@ def test_missing_peer_venv_names_the_setup_script(tmp_path, monkeypatch):
 
 
 def test_summary_figures_ratios_and_targets():
-    summary = compare_peers.preset_summary("base", canned_rows(), MATMUL_PEAK)
+    summary = compare_peers.preset_summary("base", canned_rows(), MATMUL_PEAK, bf16_peak=4 * MATMUL_PEAK)
     assert summary["train_tokens_per_s"] == 160.0
     assert summary["train_flops_per_s"] == pytest.approx(40e9 / 3.2)
     assert summary["fraction_of_matmul_peak"] == pytest.approx(0.125)
@@ -88,15 +89,31 @@ def test_summary_figures_ratios_and_targets():
     assert targets["beam_vs_modelgarden"]["value"] == pytest.approx(2.5)
     assert targets["beam_vs_modelgarden"]["ours_row"] == "t2t_lite"
     assert targets["beam_vs_modelgarden"]["met"] is True
+    # The bfloat16 row is faster than every row above, yet left out of the targets, and its FLOP/s
+    # are a fraction of the bfloat16 peak.
+    assert summary["bf16"]["fraction_of_matmul_peak"] == pytest.approx((40e9 / 1.28) / 400e9)
+    assert summary["bf16"]["train_vs_fastest_peer"] == pytest.approx(400 / 250)
+    assert "t2t_lite-bf16" not in summary["peers"]
+    table = compare_peers.format_table(summary)
+    assert "| t2t_lite-bf16 | 400.0 (2.50×) | 31.2 | 7.8 |" in table and "not counted in the targets" in table
     assert targets["beam_vs_modelgarden"]["each"] == pytest.approx({
         "t2t_lite / modelgarden": 2.5, "t2t_lite / modelgarden-xla": 1.25,
         "t2t_lite-xla / modelgarden": 2.2, "t2t_lite-xla / modelgarden-xla": 1.1})
 
 
+def test_the_highest_peak_of_each_dtype_counts_and_failed_probes_do_not():
+    rows = [{"label": compare_peers.PEAK, "matmul_peak_flops_per_s": value} for value in (3e11, 2.5e11)]
+    rows += [{"label": compare_peers.PEAK_BF16, "matmul_peak_flops_per_s": 1e12},
+             {"label": compare_peers.PEAK_BF16, "error": "exit code 1"}]
+    assert compare_peers.best_peaks(rows) == {compare_peers.PEAK: 3e11, compare_peers.PEAK_BF16: 1e12}
+    assert compare_peers.best_peaks([]) == {compare_peers.PEAK: None, compare_peers.PEAK_BF16: None}
+
+
 def test_json_output_has_one_object_per_preset_with_the_issue_fields(tmp_path, monkeypatch, capsys):
     (tmp_path / "peer_common.py").write_text("")
     rows = canned_rows("tiny") + [r for r in canned_rows("base") if r["label"] != "matmul_peak"]
-    monkeypatch.setattr(compare_peers, "run_all", lambda args, peers_dir, log: (rows, [MATMUL_PEAK]))
+    peaks = {compare_peers.PEAK: MATMUL_PEAK, compare_peers.PEAK_BF16: 4 * MATMUL_PEAK}
+    monkeypatch.setattr(compare_peers, "run_all", lambda args, peers_dir, log: (rows, peaks))
     compare_peers.main(["--peers_dir", str(tmp_path), "--skip_peers", "--json", "--cpus", "",
                         "--output_dir", str(tmp_path / "out")])
     objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
