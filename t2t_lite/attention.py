@@ -92,9 +92,9 @@ class MultiHeadAttention(keras.layers.Layer):
             are written at this position, and `bias` must mask the positions after it.
         memory_kv: encoder-decoder attention during decoding: {"k", "v"} computed once
             per sentence by `project_memory`, used instead of `memory_input`. It may have
-            fewer rows than the queries: each of its rows then serves the next batch/rows
-            query rows (the beams of one sentence), so beam search never copies the
-            encoder's keys and values per beam, and `bias` has the memory's rows.
+            fewer rows than the queries: each of its rows then serves (query rows ÷ memory
+            rows) consecutive query rows (the beams of one sentence), so beam search never
+            copies the encoder's keys and values per beam; `bias` has the memory's rows.
         return_weights: also return the attention weights [batch, heads, q_len, k_len].
 
     Returns `(output, weights_or_None, cache_or_None)`.

@@ -110,40 +110,8 @@ def test_alpha_flips_the_ranking_where_the_formula_says():
         assert scores.numpy()[0, 0] == pytest.approx(log_prob / ((5 + length) / 6) ** alpha, rel=1e-4)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_chunked_top_k_is_exactly_top_k_ties_and_minus_infinity_included(seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(20):
-        rows, k, chunk_size = int(rng.integers(1, 5)), int(rng.integers(1, 9)), int(rng.integers(1, 40))
-        n = int(rng.integers(k, 3000))
-        scores = rng.integers(-3, 3, size=(rows, n)).astype(np.float32)  # few distinct values: many ties
-        scores[rng.random(scores.shape) < 0.3] = -np.inf
-        values, indices = decoding.chunked_top_k(tf.constant(scores), k, chunk_size=chunk_size)
-        expected_values, expected_indices = tf.math.top_k(scores, k=k)
-        np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
-        np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_offset_top_k_is_exactly_top_k_of_the_sum_ties_and_minus_infinity_included(seed):
-    rng = np.random.default_rng(seed)
-    for _ in range(20):
-        rows, groups, k, chunk_size = (int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 9)),
-                                       int(rng.integers(2, 40)))
-        # Half the draws have a chunk size near chunk_size that divides n (the path without the sum).
-        n = chunk_size * int(rng.integers(k, 60)) if rng.random() < 0.5 else int(rng.integers(k, 2000))
-        scores = rng.integers(-3, 3, size=(rows, groups, n)).astype(np.float32) / 4  # few values: many ties
-        scores[rng.random(scores.shape) < 0.3] = -np.inf
-        offsets = rng.integers(-2, 2, size=(rows, groups)).astype(np.float32) / 4
-        offsets[rng.random(offsets.shape) < 0.2] = -np.inf  # beams that are no longer alive
-        values, indices = decoding.offset_top_k(tf.constant(scores), tf.constant(offsets), k, chunk_size=chunk_size)
-        expected_values, expected_indices = tf.math.top_k((scores + offsets[:, :, None]).reshape(rows, -1), k=k)
-        np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
-        np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
-
-
 def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monkeypatch):
-    # 4 × 1,000 candidates per row: beam search takes the chunked path of `chunked_top_k`.
+    # 4 × 1,000 candidates per row: beam search takes the chunked path of `top_k.offset_top_k`.
     table, limits = random_table(seed=8, length=5, vocab=1000), tf.constant([5, 3])
 
     def search():
