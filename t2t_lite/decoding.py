@@ -138,7 +138,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), states or {}),
     )
     steps, _, _, finished_seq, finished_scores, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, max_length is None))
+        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars))
     return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1:steps + 1], finished_scores
 
 
@@ -172,7 +172,7 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
     seq = tf.concat([tf.cast(initial_ids, tf.int32)[:, None], tf.zeros([batch_size, buffer_length], tf.int32)], 1)
     loop_vars = (tf.constant(0), seq, tf.zeros([batch_size]), tf.zeros([batch_size], tf.int32), states or {})
     steps, seq, log_probs, lengths, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=_shape_invariants(loop_vars, max_length is None))
+        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars))
     scores = log_probs / length_penalty(lengths, alpha)
     return seq[:, None, 1:] if max_length is not None else seq[:, None, 1:steps + 1], scores[:, None]
 
@@ -325,10 +325,8 @@ def _reorder(states, parents, beam_size):
     return tf.nest.map_structure(lambda state: tf.gather(state, flat_parents), states)
 
 
-def _shape_invariants(loop_vars, growing_states=True):
+def _shape_invariants(loop_vars):
     """Fixed shapes for the loop's own tensors; state leaves may grow on any axis but the last."""
-    if not growing_states:
-        return tuple(tf.nest.map_structure(lambda tensor: tensor.shape, loop_vars))
     *fixed, states = loop_vars
     growing = tf.nest.map_structure(
         lambda state: tf.TensorShape([None] * (state.shape.rank - 1) + [state.shape[-1]]), states)
