@@ -13,6 +13,8 @@ The projections W^Q, W^K, W^V, W^O have no biases, as in the paper and tensor2te
 import keras
 from keras import ops
 
+from t2t_lite.dropout import Dropout
+
 # Added to the logits of masked keys. Large enough that exp() underflows to exactly 0
 # in float32 (the softmax always runs in float32, see below), small enough not to overflow.
 MASKED = -1e9
@@ -126,7 +128,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_projection.build(memory_input_shape)
         self.value_projection.build(memory_input_shape)
         self.output_projection.build(tuple(query_input_shape[:-1]) + (self.value_channels,))
-        self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(self.attention_dropout, dtype=self.dtype_policy)
 
     def split_heads(self, x):
         """[batch, len, h·d] -> [batch, h, len, d]."""

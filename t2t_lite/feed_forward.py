@@ -8,6 +8,8 @@ between them, inner width d_ff (`filter_size`), outer width d_model.
 
 import keras
 
+from t2t_lite.dropout import Dropout
+
 
 class FeedForward(keras.layers.Layer):
     """Eq. 2: Dense(d_ff, ReLU) -> [dropout] -> Dense(d_model).
@@ -29,7 +31,7 @@ class FeedForward(keras.layers.Layer):
     def build(self, input_shape):
         self.inner = keras.layers.Dense(self.filter_size, activation="relu", name="inner", dtype=self.dtype_policy)
         self.outer = keras.layers.Dense(self.hidden_size, name="outer", dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(self.relu_dropout, dtype=self.dtype_policy)
         self.inner.build(input_shape)
         self.outer.build(tuple(input_shape[:-1]) + (self.filter_size,))
 

@@ -14,6 +14,7 @@ from keras import ops
 
 from t2t_lite.attention import MASKED, causal_bias, padding_bias
 from t2t_lite.decoder import Decoder
+from t2t_lite.dropout import Dropout
 from t2t_lite.embedding import SharedEmbedding
 from t2t_lite.encoder import Encoder
 from t2t_lite.positional import PositionEncoding
@@ -73,7 +74,7 @@ class Transformer(keras.Model):
                                                 name="source_position", dtype=dtype)
         self.target_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
                                                 name="target_position", dtype=dtype)
-        self.embedding_dropout = keras.layers.Dropout(hparams.layer_prepostprocess_dropout, dtype=dtype)
+        self.embedding_dropout = Dropout(hparams.layer_prepostprocess_dropout, dtype=dtype)
         self.encoder = Encoder(hparams, name="encoder", dtype=dtype)
         self.decoder = Decoder(hparams, name="decoder", dtype=dtype)
         self.build()

@@ -9,6 +9,8 @@ nothing else normalises the last residual sum.
 
 import keras
 
+from t2t_lite.dropout import Dropout
+
 
 class ResidualNorm(keras.layers.Layer):
     """Wraps one sub-layer: `sublayer_input(x)` feeds it, `call(x, output)` adds and normalises.
@@ -37,7 +39,7 @@ class ResidualNorm(keras.layers.Layer):
     def build(self, x_shape, output_shape=None):
         self.norm = keras.layers.LayerNormalization(epsilon=self.epsilon, name="layer_norm", dtype=self.dtype_policy)
         self.norm.build(x_shape)
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(self.dropout_rate, dtype=self.dtype_policy)
 
     def sublayer_input(self, x):
         return self.norm(x) if self.norm_position == "pre" else x

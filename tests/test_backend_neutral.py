@@ -5,13 +5,24 @@ import pathlib
 
 import t2t_lite
 
-MODEL_MODULES = ["attention", "feed_forward", "embedding", "positional", "sublayer", "encoder", "decoder", "models"]
+MODEL_MODULES = ["attention", "dropout", "feed_forward", "embedding", "positional", "sublayer", "encoder", "decoder",
+                 "models"]
 ALLOWED_TOP_LEVEL = {"keras", "t2t_lite", "math"}
 
 
+def module_tree(module):
+    return ast.parse((pathlib.Path(t2t_lite.__file__).parent / f"{module}.py").read_text())
+
+
 def imported_packages(module):
-    tree = ast.parse((pathlib.Path(t2t_lite.__file__).parent / f"{module}.py").read_text())
-    for node in ast.walk(tree):
+    yield from _imports_outside_tensorflow_branch(module_tree(module))
+
+
+def _imports_outside_tensorflow_branch(tree):
+    for node in ast.iter_child_nodes(tree):
+        if _is_tensorflow_only_branch(node):
+            continue
+        yield from _imports_outside_tensorflow_branch(node)
         if isinstance(node, ast.Import):
             yield from (alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -22,3 +33,14 @@ def test_model_modules_import_only_keras():
     for module in MODEL_MODULES:
         outside = set(imported_packages(module)) - ALLOWED_TOP_LEVEL
         assert not outside, f"t2t_lite/{module}.py imports {outside}; layers must use keras.ops only"
+
+
+def _is_tensorflow_only_branch(node):
+    """dropout.compiled_by_xla asks TensorFlow whether it traces for XLA, after checking the backend."""
+    return isinstance(node, ast.FunctionDef) and node.name == "compiled_by_xla"
+
+
+def test_the_one_tensorflow_import_is_guarded_by_the_backend():
+    function = next(node for node in ast.walk(module_tree("dropout")) if _is_tensorflow_only_branch(node))
+    source = ast.unparse(function)
+    assert source.index("backend != 'tensorflow'") < source.index("import tensorflow")
