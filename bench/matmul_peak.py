@@ -2,11 +2,19 @@
 
     .venv/bin/python bench/matmul_peak.py [--threads=2] [--sizes=1024,2048,4096] [--repeats=5]
     .venv/bin/python bench/matmul_peak.py --dtype=bfloat16     # the yardstick of a bfloat16 step
+    .venv/bin/python bench/matmul_peak.py --step_shapes [--xla]  # the base train step's own products
 
 Square float32 (or bfloat16: oneDNN uses AMX where the CPU has it) products C = A·B of
 n×n matrices, each timed alone after one untimed call; FLOP/s = 2·n³ / seconds (one multiply and one add per term), and the peak is the
 best over every size and repeat. TensorFlow gets the same 2 intra-op / 2 inter-op
 threads as the benchmarked training steps (bench/peer_project.py). Prints one JSON line.
+
+`--step_shapes` times instead the products a transformer_base training step on the peers'
+base batch (512 tokens) is made of, forward and backward (C = A·B, Aᵀ·B and A·Bᵀ, as automatic
+differentiation writes them), each `--repeats` times as a batch of 8 (2 for the vocabulary
+projection) distinct products in one call so call overhead does not count; `--xla` compiles
+them with XLA, as `xla_compile=true` does the step. It answers what fraction of the peak the
+matmuls alone reach at the step's shapes, in TensorFlow's oneDNN kernels and in XLA's.
 """
 
 import argparse
@@ -36,6 +44,48 @@ def matmul_flops_per_s(size: int, repeats: int, dtype: str = "float32") -> list:
     return rates
 
 
+# (name, M, K, N, transpose_a, transpose_b): the 512-token base step's products, forward and backward.
+STEP_SHAPES = (
+    ("projection d×d", 512, 512, 512, False, False),
+    ("projection d×d, dW = Xᵀ·dY", 512, 512, 512, True, False),
+    ("projection d×d, dX = dY·Wᵀ", 512, 512, 512, False, True),
+    ("FFN inner d×d_ff", 512, 512, 2048, False, False),
+    ("FFN outer d_ff×d", 512, 2048, 512, False, False),
+    ("FFN outer, dW = Xᵀ·dY", 2048, 512, 512, True, False),
+    ("vocabulary projection d×V (h·Eᵀ)", 512, 512, 37000, False, True),
+    ("vocabulary, dh = dz·E", 512, 37000, 512, False, False),
+    ("vocabulary, dE = dzᵀ·h", 37000, 512, 512, True, False),
+)
+
+
+def step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla) -> list:
+    """FLOP/s of `repeats` calls, each a sum of distinct products of the given shape."""
+    batch = 2 if max(m, k, n) > 4096 else 8
+    a_shape = [k, m] if transpose_a else [m, k]
+    a = [tf.random.stateless_uniform(a_shape, seed=[i, 1]) for i in range(batch)]
+    b = tf.random.stateless_uniform([n, k] if transpose_b else [k, n], seed=[0, 2])
+
+    @tf.function(jit_compile=xla)
+    def products(a, b):
+        return tf.add_n([tf.linalg.matmul(x, b, transpose_a=transpose_a, transpose_b=transpose_b) for x in a])[0, 0]
+
+    products(a, b).numpy()
+    rates = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        products(a, b).numpy()
+        rates.append(2.0 * m * k * n * batch / (time.perf_counter() - started))
+    return rates
+
+
+def measure_step_shapes(repeats, xla) -> dict:
+    """{"step_shapes": {name: best FLOP/s}} for STEP_SHAPES, with or without XLA."""
+    rates = {name: max(step_shape_flops_per_s(m, k, n, ta, tb, repeats, xla))
+             for name, m, k, n, ta, tb in STEP_SHAPES}
+    return {"step_shapes": rates, "xla": xla, "dtype": "float32",
+            "threads": tf.config.threading.get_intra_op_parallelism_threads(), "repeats": repeats}
+
+
 def measure(sizes, repeats, dtype="float32") -> dict:
     """{"matmul_peak_flops_per_s": best, "by_size": {n: best for n}} over the given sizes."""
     by_size = {str(size): max(matmul_flops_per_s(size, repeats, dtype)) for size in sizes}
@@ -49,9 +99,16 @@ def main():
     parser.add_argument("--sizes", default="1024,2048,4096", help="comma-separated matrix sizes n")
     parser.add_argument("--repeats", type=int, default=5, help="timed products per size")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="operand dtype")
+    parser.add_argument("--step_shapes", action="store_true", help="time the base train step's products instead")
+    parser.add_argument("--xla", action="store_true", help="with --step_shapes: compile the products with XLA")
     args = parser.parse_args()
+    if args.xla and not args.step_shapes:
+        parser.error("--xla applies to --step_shapes only")
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    if args.step_shapes:
+        print(json.dumps(measure_step_shapes(args.repeats, args.xla)), flush=True)
+        return
     print(json.dumps(measure([int(size) for size in args.sizes.split(",")], args.repeats, args.dtype)), flush=True)
 
 

@@ -71,6 +71,20 @@ def _shared_memory_attention(query, key, value, bias, dropout, training):
     return ungroup(output), ungroup(weights)
 
 
+def _write_in_place(cache, step, position):
+    """Writes a step's keys or values into a preallocated [batch, heads, len·group, depth] cache.
+
+    `step` is [batch·group, heads, 1, depth]: with beam slots (`Transformer.decode_step`) the
+    group is a sentence's beams, which share one cache row and write their entries for
+    `position` side by side (slot b at position·group + b), so the update is one contiguous
+    block and XLA writes it in place; without, group = 1 and it lands at `position`.
+    """
+    sentences, heads, depth = ops.shape(cache)[0], ops.shape(cache)[1], ops.shape(cache)[3]
+    group = ops.shape(step)[0] // sentences
+    block = ops.transpose(ops.reshape(step, (sentences, group, heads, depth)), (0, 2, 1, 3))
+    return ops.slice_update(cache, (0, 0, position * group, 0), block)
+
+
 class MultiHeadAttention(keras.layers.Layer):
     """h parallel heads of scaled dot-product attention with an output projection (§3.2.2).
 
@@ -155,15 +169,14 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_position is None:
                 cache = {name: ops.concatenate([cache[name], step[name]], axis=2) for name in ("k", "v")}
             else:
-                start = (0, 0, cache_position, 0)
-                cache = {name: ops.slice_update(cache[name], start, step[name]) for name in ("k", "v")}
+                cache = {name: _write_in_place(cache[name], step[name], cache_position) for name in ("k", "v")}
             key, value = cache["k"], cache["v"]
         else:
             if memory_kv is None:
                 memory_kv = self.project_memory(query_input if memory_input is None else memory_input)
             key, value = memory_kv["k"], memory_kv["v"]
         dropout = self.dropout if self.attention_dropout else None
-        if memory_kv is not None and cache is None:
+        if cache_position is not None or (memory_kv is not None and cache is None):
             heads, weights = _shared_memory_attention(query, key, value, bias, dropout, training)
         else:
             heads, weights = scaled_dot_product_attention(query, key, value, bias, dropout, training)

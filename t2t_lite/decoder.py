@@ -90,23 +90,26 @@ class Decoder(keras.layers.Layer):
         if self.norm is not None:
             self.norm.build(x_shape)
 
-    def initial_cache(self, memory, max_length=0):
+    def initial_cache(self, memory, max_length=0, beam_slots=0):
         """Empty self-attention keys/values and the encoder-decoder keys/values of `memory`.
 
         Every leaf is batch-major ([batch, heads, len, depth]), so beam search can
         reorder the cache with one gather along axis 0. The self-attention keys/values
         start with 0 positions and grow by one per step, or with `max_length` > 0 are
         preallocated zeros that each step writes into (`cache_position`; static shapes).
+        With `beam_slots` > 0 as well they are [batch, heads, max_length·beam_slots, depth]: one
+        slot per beam, never reordered, position t of slot b at t·beam_slots + b (see
+        `Transformer.decode_step`).
         """
         batch = ops.shape(memory)[0]
         heads = self.hparams.num_heads
-        key_depth = self.hparams.key_channels // heads
-        value_depth = self.hparams.value_channels // heads
+        length = max_length * max(beam_slots, 1)
         cache = {}
         for index, layer in enumerate(self.stack):
             cache[f"layer_{index}"] = {
-                "self": {"k": ops.zeros((batch, heads, max_length, key_depth), dtype=memory.dtype),
-                         "v": ops.zeros((batch, heads, max_length, value_depth), dtype=memory.dtype)},
+                "self": {name: ops.zeros((batch, heads, length, channels // heads), dtype=memory.dtype)
+                         for name, channels in (("k", self.hparams.key_channels),
+                                                ("v", self.hparams.value_channels))},
                 "memory": layer.memory_attention.project_memory(memory),
             }
         return cache

@@ -45,7 +45,7 @@ def length_penalty(length, alpha):
 
 
 def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, vocab_size, alpha,
-                eos_id=EOS_ID, states=None, stop_early=True, max_length=None):
+                eos_id=EOS_ID, states=None, stop_early=True, max_length=None, slot_states=None):
     """Returns the `beam_size` best complete hypotheses per row, best first.
 
     Args:
@@ -69,6 +69,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
       max_length: None, or a Python int ≥ every row limit: every shape is then static
         (the id buffers have max_length + 1 positions and the states must keep their
         shapes), as XLA compilation needs.
+      slot_states: None, or a nested structure of tensors with one slot per beam inside
+        (never repeated or reordered; a hypothesis finds its past in them through `states`).
+        symbols_to_logits_fn is then called as `(ids, i, states, slot_states)` and returns
+        `(logits, new_states, new_slot_states)`.
 
     Returns:
       (ids int32 [batch, beam, length], scores float32 [batch, beam]): the emitted ids
@@ -113,20 +117,26 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         return (tf.gather(tf.concat([finished_seq, top_seq], axis=1), pick, batch_dims=1),
                 tf.gather(scores, pick, batch_dims=1))
 
-    def step(i, alive_seq, alive_log_probs, finished_seq, finished_scores, states):
+    def run_model(ids, i, states, slots):
+        if slot_states is None:
+            logits, states = symbols_to_logits_fn(ids, i, states)
+            return logits, states, slots
+        return symbols_to_logits_fn(ids, i, states, slots)
+
+    def step(i, alive_seq, alive_log_probs, finished_seq, finished_scores, states, slots):
         # A row that is done stops changing while the batch decodes on, so its result is the
         # one it would get alone: with no alive hypothesis left, no candidate can be complete.
         alive_log_probs = tf.where(rows_done(i, alive_log_probs, finished_scores)[:, None], -np.inf, alive_log_probs)
         prefix = alive_seq if max_length is not None else alive_seq[:, :, :i + 1]
         ids = tf.reshape(prefix, [batch_size * beam_size, -1])
-        logits, states = symbols_to_logits_fn(ids, i, states)
+        logits, states, slots = run_model(ids, i, states, slots)
         top_seq, top_log_probs, top_scores, parents, complete = grow_topk(i, logits, alive_seq, alive_log_probs)
         alive_seq, alive_log_probs, alive_parents = grow_alive(top_seq, top_log_probs, parents, complete)
         finished_seq, finished_scores = grow_finished(finished_seq, finished_scores, top_seq, top_scores, complete)
         states = _reorder(states, alive_parents, beam_size)
-        return i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, states
+        return i + 1, alive_seq, alive_log_probs, finished_seq, finished_scores, states, slots
 
-    def not_done(i, alive_seq, alive_log_probs, finished_seq, finished_scores, states):
+    def not_done(i, alive_seq, alive_log_probs, finished_seq, finished_scores, states, slots):
         return (i < steps_needed) & ~tf.reduce_all(rows_done(i, alive_log_probs, finished_scores))
 
     initial_seq = tf.tile(tf.cast(initial_ids, tf.int32)[:, None, None], [1, beam_size, 1])
@@ -135,10 +145,14 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
     alive_log_probs = tf.tile(tf.constant([[0.0] + [-np.inf] * (beam_size - 1)]), [batch_size, 1])
     loop_vars = (
         tf.constant(0), alive_seq, alive_log_probs, tf.zeros_like(alive_seq), tf.fill([batch_size, beam_size], -np.inf),
-        tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), states or {}),
+        tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), {} if states is None else states),
+        {} if slot_states is None else slot_states,
     )
-    steps, _, _, finished_seq, finished_scores, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars))
+    if slot_states is not None and max_length is None:
+        raise ValueError("beam_search(slot_states=...) needs max_length: slots are preallocated.")
+    steps, _, _, finished_seq, finished_scores, _, _ = tf.while_loop(
+        not_done, step, loop_vars,
+        shape_invariants=None if max_length else _shape_invariants(loop_vars[:-1]) + ({},))
     return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1:steps + 1], finished_scores
 
 
@@ -206,14 +220,15 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
         if inputs.shape[1] is None or not use_cache:
             raise ValueError("decode(static_shapes=True) needs use_cache=True and inputs of a static length.")
         max_length = inputs.shape[1] + extra_length
+    slot_states = None
     if use_cache:
-        symbols_to_logits_fn, states = _cached_step(model, inputs, beam_size, max_length)
+        symbols_to_logits_fn, states, slot_states = _cached_step(model, inputs, beam_size, max_length)
     else:
         symbols_to_logits_fn, states = _uncached_step(model, inputs, beam_size), None
     if beam_size == 1:
         return greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length)
     return beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, model.vocab_size, alpha,
-                       eos_id, states, max_length=max_length)
+                       eos_id, states, max_length=max_length, slot_states=slot_states)
 
 
 def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=False, use_cache=True,
@@ -257,16 +272,24 @@ _COMPILED = weakref.WeakKeyDictionary()
 
 
 def _cached_step(model, inputs, beam_size, max_length=None):
-    """symbols_to_logits_fn over `model.decode_step`, and the cache leaves beam search must reorder.
+    """symbols_to_logits_fn over `model.decode_step`, the cache leaves beam search must reorder,
+    and those it must leave in their beam slots (None without them).
 
     Only the self-attention keys/values depend on a hypothesis' past: they start empty
     (a 0-length axis, or `max_length` preallocated positions written in place) and are
     reordered with the beams. Every other leaf (encoder-decoder keys/values, source padding
     bias) is the same for all beams of a sentence: it keeps one row per sentence, never
     gathered or repeated (the encoder-decoder attention shares a row among its beams).
+    Preallocated for a beam (`max_length`, beam_size > 1), the keys/values have a slot per
+    beam instead and are never copied: only the cache's "slots" map, [batch, max_length]
+    ints, is reordered (see `Transformer.decode_step`). Reordering the keys/values copied
+    the whole cache every step: 471 ms of gathers in a 2.8 s transformer_base beam-4 call of
+    32 sentences (docs/benchmarks.md).
     """
     encoder_output, inputs_mask = model.encode(inputs)
-    cache = model.initial_cache(encoder_output, inputs_mask, max_length or 0)
+    beam_slots = beam_size if max_length and beam_size > 1 else 0
+    cache = model.initial_cache(encoder_output, inputs_mask, max_length or 0, beam_slots=beam_slots)
+    slots = cache.pop("slots", None)
     leaves = tf.nest.flatten(cache)
     if max_length:  # the preallocated leaves are those that start empty without preallocation
         # (the graph of this second cache is pruned: only its static shapes are read).
@@ -275,17 +298,30 @@ def _cached_step(model, inputs, beam_size, max_length=None):
     else:
         grows = [0 in leaf.shape for leaf in leaves]
     fixed = [leaf for leaf, g in zip(leaves, grows) if not g]
+    growing = [leaf for leaf, g in zip(leaves, grows) if g]
 
     def join(growing):
         growing, constant = iter(growing), iter(fixed)
         return tf.nest.pack_sequence_as(cache, [next(growing) if g else next(constant) for g in grows])
 
-    def symbols_to_logits_fn(ids, step, growing):
+    def run(ids, step, cache):
         last = ids[:, -1] if max_length is None else tf.gather(ids, step, axis=1)
-        logits, new_cache = model.decode_step(last, step, join(growing), in_place=max_length is not None)
-        return logits, [leaf for leaf, g in zip(tf.nest.flatten(new_cache), grows) if g]
+        logits, new_cache = model.decode_step(last, step, cache, in_place=max_length is not None)
+        new_slots = new_cache.pop("slots", None)
+        return logits, new_slots, [leaf for leaf, g in zip(tf.nest.flatten(new_cache), grows) if g]
 
-    return symbols_to_logits_fn, [leaf for leaf, g in zip(leaves, grows) if g]
+    if not beam_slots:
+        def symbols_to_logits_fn(ids, step, growing):
+            logits, _, growing = run(ids, step, join(growing))
+            return logits, growing
+
+        return symbols_to_logits_fn, growing, None
+
+    def slot_symbols_to_logits_fn(ids, step, slots, in_slots):
+        logits, slots, in_slots = run(ids, step, {**join(in_slots), "slots": slots})
+        return logits, slots, in_slots
+
+    return slot_symbols_to_logits_fn, slots, growing
 
 
 def _uncached_step(model, inputs, beam_size):

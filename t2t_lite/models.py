@@ -132,29 +132,67 @@ class Transformer(keras.Model):
         return ops.cast(self.softmax_weights.logits(hidden), "float32")
 
     # -- Incremental decoding -----------------------------------------------------------
-    def initial_cache(self, encoder_output, inputs_mask, max_length=0):
+    def initial_cache(self, encoder_output, inputs_mask, max_length=0, beam_slots=0):
         """The decoding state for a batch of encoded sentences; every leaf is batch-major.
 
         The self-attention keys/values grow by one position per step, or with `max_length`
         > 0 are preallocated for that many steps (static shapes, for XLA; see `decode_step`).
+        `beam_slots` > 0 (with `max_length`) gives each sentence that many beam slots that
+        beam search never reorders, and adds "slots" [batch, max_length]: which slot holds
+        each position of a hypothesis' past (beam search repeats and reorders it instead).
         """
-        return {"layers": self.decoder.initial_cache(encoder_output, max_length),
-                "memory_bias": padding_bias(inputs_mask)}
+        cache = {"layers": self.decoder.initial_cache(encoder_output, max_length, beam_slots),
+                 "memory_bias": padding_bias(inputs_mask)}
+        if beam_slots:
+            cache["slots"] = ops.zeros((ops.shape(encoder_output)[0], max_length), dtype="int32")
+        return cache
 
     def decode_step(self, ids, step, cache, training=False, in_place=False):
         """One decoder position: ids int32 [batch] at position `step` -> (logits [batch, vocab], new cache).
 
         `in_place=True` is for a cache from `initial_cache(..., max_length)`: the step's keys and
         values are written at `step` and the later, still empty, positions are masked out.
+        With beam slots, hypothesis b of a sentence writes its keys/values into slot b, marks
+        position `step` of its "slots" row as b, and attends to position t in the slot that its
+        row names for t: after beam search reorders the rows, a hypothesis finds its parent's
+        past where the parent wrote it, so no key or value is ever copied between beams.
         """
         ids = ops.expand_dims(ops.convert_to_tensor(ids, dtype="int32"), 1)
         y = self.target_position(self.target_embedding(ids), start=step)
         y = self.embedding_dropout(y, training=training)
-        self_bias = self._filled_positions_bias(cache, step) if in_place else None
-        hidden, _, layers = self.decoder(y, self_bias=self_bias, memory_bias=cache["memory_bias"],
-                                         cache=cache["layers"], training=training,
-                                         cache_position=step if in_place else None)
-        return self.logits(hidden[:, 0]), {"layers": layers, "memory_bias": cache["memory_bias"]}
+        new_cache = {"memory_bias": cache["memory_bias"]}
+        self_bias = None
+        if "slots" in cache and not in_place:
+            raise ValueError("A cache with beam slots is preallocated: call decode_step(..., in_place=True).")
+        if "slots" in cache:
+            new_cache["slots"] = self._mark_own_slot(cache, step)
+            self_bias = self._slot_positions_bias(new_cache["slots"], self._beam_slots(cache), step)
+        elif in_place:
+            self_bias = self._filled_positions_bias(cache, step)
+        hidden, _, new_cache["layers"] = self.decoder(
+            y, self_bias=self_bias, memory_bias=cache["memory_bias"], cache=cache["layers"], training=training,
+            cache_position=step if in_place else None)
+        return self.logits(hidden[:, 0]), new_cache
+
+    @staticmethod
+    def _beam_slots(cache):
+        """Hypotheses per cache row: the "slots" rows are [batch·beam], the keys/values [batch]."""
+        return ops.shape(cache["slots"])[0] // ops.shape(cache["layers"]["layer_0"]["self"]["k"])[0]
+
+    def _mark_own_slot(self, cache, step):
+        """"slots" [batch·beam, max_length] with position `step` set to each row's own slot."""
+        slots = cache["slots"]
+        own = ops.arange(ops.shape(slots)[0], dtype="int32") % self._beam_slots(cache)
+        return ops.where(ops.arange(ops.shape(slots)[1]) == step, own[:, None], slots)
+
+    @staticmethod
+    def _slot_positions_bias(slots, beam, step):
+        """[batch, 1, beam, max_length·beam]: row b of a sentence sees slot j at position t iff its
+        "slots" row names j for t and t ≤ step (keys are at t·beam + j, as in the cache)."""
+        max_length = ops.shape(slots)[1]
+        named = ops.reshape(slots, (-1, beam, max_length, 1)) == ops.reshape(ops.arange(beam), (1, 1, 1, beam))
+        visible = ops.logical_and(named, ops.reshape(ops.arange(max_length) <= step, (1, 1, max_length, 1)))
+        return ops.reshape(ops.where(visible, 0.0, MASKED), (-1, 1, beam, max_length * beam))
 
     @staticmethod
     def _filled_positions_bias(cache, step):

@@ -107,6 +107,31 @@ def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocate
     assert cache["layers"]["layer_0"]["self"]["k"].shape[2] == (max_length or features["targets"].shape[1])
 
 
+def test_beam_slots_follow_hypotheses_that_beam_search_reorders():
+    """Keys/values stay in the slot of the beam that wrote them; only the "slots" rows are
+    reordered, at random here, and each row must still see exactly its own history."""
+    model = tiny()
+    rng = np.random.default_rng(4)
+    features = random_batch(rng)
+    (batch, length), beam = features["targets"].shape, 3
+    encoder_output, mask = model.encode(features["inputs"])
+    cache = model.initial_cache(encoder_output, mask, length + 2, beam_slots=beam)
+    cache["slots"] = np.repeat(cache["slots"], beam, axis=0)  # as beam_search repeats its states
+    beam_inputs = np.repeat(features["inputs"], beam, axis=0)
+    history = np.zeros((batch * beam, 0), "int32")
+    ids = np.zeros(batch * beam, "int32")
+    for step in range(length):
+        logits, cache = model.decode_step(ids, step, cache, in_place=True)
+        targets = np.concatenate([history, np.zeros((batch * beam, 1), "int32")], axis=1)
+        teacher_forced = np.asarray(model({"inputs": beam_inputs, "targets": targets}))[:, -1]
+        assert np.abs(np.asarray(logits) - teacher_forced).max() <= 1e-4, f"step {step}"
+        parents = (rng.integers(0, beam, size=(batch, beam)) + beam * np.arange(batch)[:, None]).reshape(-1)
+        cache["slots"] = np.asarray(cache["slots"])[parents]
+        ids = rng.integers(2, model.vocab_size, size=batch * beam).astype("int32")
+        history = np.concatenate([history[parents], ids[:, None]], axis=1)
+    assert cache["layers"]["layer_0"]["self"]["k"].shape[:3] == (batch, model.hparams.num_heads, (length + 2) * beam)
+
+
 def test_dropout_only_in_training():
     model = tiny(attention_dropout=0.1, relu_dropout=0.1)
     features = random_batch(np.random.default_rng(3))
