@@ -13,8 +13,9 @@ threads as the benchmarked training steps (bench/peer_project.py). Prints one JS
 base batch (512 tokens) is made of, forward and backward (C = A·B, Aᵀ·B and A·Bᵀ, as automatic
 differentiation writes them), each `--repeats` times as a batch of 8 (2 for the vocabulary
 projection) distinct products in one call so call overhead does not count; `--xla` compiles
-them with XLA, as `xla_compile=true` does the step. It answers what fraction of the peak the
-matmuls alone reach at the step's shapes, in TensorFlow's oneDNN kernels and in XLA's.
+them with XLA, as `xla_compile=true` does the step. `matmul_only_flops_per_s` weighs them by
+their count per step: the FLOP/s of a step that did nothing but its products, each at its own
+best rate, the most any implementation of that step reaches with these kernels.
 """
 
 import argparse
@@ -44,17 +45,24 @@ def matmul_flops_per_s(size: int, repeats: int, dtype: str = "float32") -> list:
     return rates
 
 
-# (name, M, K, N, transpose_a, transpose_b): the 512-token base step's products, forward and backward.
+# (name, M, K, N, transpose_a, transpose_b, count per step): the products of one transformer_base
+# training step on 512 tokens (16 × 32), forward and backward. 72 d×d projections: 6 encoder
+# layers × 4 (Q, K, V, O) + 6 decoder layers × 8; 12 feed-forward layers; one vocabulary projection.
+# Their FLOPs sum to 6 · 512 · P_matmul of trainer.flops_per_step (193.5 G of its 195.3 G; the
+# rest are the attention products, 32 positions long).
 STEP_SHAPES = (
-    ("projection d×d", 512, 512, 512, False, False),
-    ("projection d×d, dW = Xᵀ·dY", 512, 512, 512, True, False),
-    ("projection d×d, dX = dY·Wᵀ", 512, 512, 512, False, True),
-    ("FFN inner d×d_ff", 512, 512, 2048, False, False),
-    ("FFN outer d_ff×d", 512, 2048, 512, False, False),
-    ("FFN outer, dW = Xᵀ·dY", 2048, 512, 512, True, False),
-    ("vocabulary projection d×V (h·Eᵀ)", 512, 512, 37000, False, True),
-    ("vocabulary, dh = dz·E", 512, 37000, 512, False, False),
-    ("vocabulary, dE = dzᵀ·h", 37000, 512, 512, True, False),
+    ("projection d×d", 512, 512, 512, False, False, 72),
+    ("projection, dW = Xᵀ·dY", 512, 512, 512, True, False, 72),
+    ("projection, dX = dY·Wᵀ", 512, 512, 512, False, True, 72),
+    ("FFN inner d×d_ff", 512, 512, 2048, False, False, 12),
+    ("FFN inner, dW = Xᵀ·dY", 512, 512, 2048, True, False, 12),
+    ("FFN inner, dX = dY·Wᵀ", 512, 2048, 512, False, True, 12),
+    ("FFN outer d_ff×d", 512, 2048, 512, False, False, 12),
+    ("FFN outer, dW = Xᵀ·dY", 2048, 512, 512, True, False, 12),
+    ("FFN outer, dX = dY·Wᵀ", 512, 512, 2048, False, True, 12),
+    ("vocabulary projection d×V (h·Eᵀ)", 512, 512, 37000, False, True, 1),
+    ("vocabulary, dh = dz·E", 512, 37000, 512, False, False, 1),
+    ("vocabulary, dE = dzᵀ·h", 37000, 512, 512, True, False, 1),
 )
 
 
@@ -79,10 +87,15 @@ def step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla) -> l
 
 
 def measure_step_shapes(repeats, xla) -> dict:
-    """{"step_shapes": {name: best FLOP/s}} for STEP_SHAPES, with or without XLA."""
-    rates = {name: max(step_shape_flops_per_s(m, k, n, ta, tb, repeats, xla))
-             for name, m, k, n, ta, tb in STEP_SHAPES}
-    return {"step_shapes": rates, "xla": xla, "dtype": "float32",
+    """Best FLOP/s of each of STEP_SHAPES, and of all of them in their per-step counts: the
+    FLOP/s of a step that did nothing but its matrix products, each at its own best rate."""
+    rates, flops, seconds = {}, 0.0, 0.0
+    for name, m, k, n, transpose_a, transpose_b, count in STEP_SHAPES:
+        rates[name] = max(step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla))
+        flops += count * 2.0 * m * k * n
+        seconds += count * 2.0 * m * k * n / rates[name]
+    return {"step_shapes": rates, "matmul_only_step_flops": flops, "matmul_only_step_s": seconds,
+            "matmul_only_flops_per_s": flops / seconds, "xla": xla, "dtype": "float32",
             "threads": tf.config.threading.get_intra_op_parallelism_threads(), "repeats": repeats}
 
 
@@ -107,7 +120,7 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.step_shapes:
-        print(json.dumps(measure_step_shapes(args.repeats, args.xla)), flush=True)
+        print(json.dumps(measure_step_shapes(args.repeats, args.xla), ensure_ascii=False), flush=True)
         return
     print(json.dumps(measure([int(size) for size in args.sizes.split(",")], args.repeats, args.dtype)), flush=True)
 
