@@ -79,6 +79,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
       without the initial id, EOS included, padded with 0; scores are log P / lp. The
       length is the number of steps run, or `max_length` when given.
     """
+    if slot_states is not None and max_length is None:
+        raise ValueError("beam_search(slot_states=...) needs max_length: slots are preallocated.")
     batch_size = tf.shape(initial_ids)[0]
     row_limits = _row_limits(decode_length, batch_size)
     steps_needed = tf.reduce_max(row_limits)
@@ -148,8 +150,6 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), {} if states is None else states),
         {} if slot_states is None else slot_states,
     )
-    if slot_states is not None and max_length is None:
-        raise ValueError("beam_search(slot_states=...) needs max_length: slots are preallocated.")
     steps, _, _, finished_seq, finished_scores, _, _ = tf.while_loop(
         not_done, step, loop_vars,
         shape_invariants=None if max_length else _shape_invariants(loop_vars[:-1]) + ({},))

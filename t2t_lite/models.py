@@ -162,9 +162,9 @@ class Transformer(keras.Model):
         y = self.embedding_dropout(y, training=training)
         new_cache = {"memory_bias": cache["memory_bias"]}
         self_bias = None
-        if "slots" in cache and not in_place:
-            raise ValueError("A cache with beam slots is preallocated: call decode_step(..., in_place=True).")
         if "slots" in cache:
+            if not in_place:
+                raise ValueError("A cache with beam slots is preallocated: call decode_step(..., in_place=True).")
             new_cache["slots"] = self._mark_own_slot(cache, step)
             self_bias = self._slot_positions_bias(new_cache["slots"], self._beam_slots(cache), step)
         elif in_place:

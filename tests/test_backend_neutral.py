@@ -14,6 +14,11 @@ def module_tree(module):
     return ast.parse((pathlib.Path(t2t_lite.__file__).parent / f"{module}.py").read_text())
 
 
+def _is_tensorflow_only_branch(node):
+    """dropout.compiled_by_xla asks TensorFlow whether it traces for XLA, after checking the backend."""
+    return isinstance(node, ast.FunctionDef) and node.name == "compiled_by_xla"
+
+
 def imported_packages(module):
     yield from _imports_outside_tensorflow_branch(module_tree(module))
 
@@ -33,11 +38,6 @@ def test_model_modules_import_only_keras():
     for module in MODEL_MODULES:
         outside = set(imported_packages(module)) - ALLOWED_TOP_LEVEL
         assert not outside, f"t2t_lite/{module}.py imports {outside}; layers must use keras.ops only"
-
-
-def _is_tensorflow_only_branch(node):
-    """dropout.compiled_by_xla asks TensorFlow whether it traces for XLA, after checking the backend."""
-    return isinstance(node, ast.FunctionDef) and node.name == "compiled_by_xla"
 
 
 def test_the_one_tensorflow_import_is_guarded_by_the_backend():
