@@ -7,8 +7,9 @@
 
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
 the two memory probes (once, --memory_presets), then in each round the matmul peak, per
-preset the peers, t2t_lite, t2t_lite +XLA and t2t_lite in bfloat16, and the matmul peak
-again (the higher one counts); with --repeats the rounds interleave every row. The peers are the scripts
+preset the peers, t2t_lite, t2t_lite +XLA, t2t_lite in bfloat16 and the preset step's
+matmul-only bound (oneDNN's and XLA's kernels), and the matmul peak again (the higher one
+counts); with --repeats the rounds interleave every row. The peers are the scripts
 of /work/shared/peers (found as ../shared/peers beside the repository, or --peers_dir),
 each in its own virtual environment (`bash <peers_dir>/setup_venvs.sh` creates them);
 t2t_lite is bench/peer_project.py on the same peer_common.py protocol, so inputs, warm-up
@@ -20,6 +21,11 @@ Figures (medians over timed steps/calls; with several rounds, the median of the 
                      same estimate is applied to every row, as they all do the same work
   % of peak          train FLOP/s ÷ the fp32 matmul peak measured by bench/matmul_peak.py
                      (the t2t_lite-bf16 row: ÷ the bfloat16 peak, `--dtype=bfloat16`)
+  % of bound         train FLOP/s ÷ the matmul-only bound: the FLOP/s of a step that did
+                     nothing but the preset step's matrix products, each timed alone at its
+                     own shape with the faster of oneDNN's and XLA's kernels
+                     (`peer_project.py --matmul_bound [--xla]`); context for the % of peak,
+                     as products of a few hundred rows do not run at the n = 4096 rate
   greedy, beam4      sentences per second, 32 sentences of 20 tokens decoded to 30 tokens
   peak RSS           the process's maximum resident memory (os.wait4 of the child)
   memory probes      VmHWM of a transformer_base update at a 4,096-token micro-batch, and of
@@ -55,6 +61,7 @@ PEER_SCRIPTS = {
 }
 OURS, OURS_XLA, OURS_BF16 = "t2t_lite", "t2t_lite-xla", "t2t_lite-bf16"
 PEAK, PEAK_BF16 = "matmul_peak", "matmul_peak_bf16"
+BOUNDS = ("matmul_bound", "matmul_bound-xla")  # oneDNN's kernels, XLA's
 MEMORY_PHASES = ("train", "decode")
 TARGETS = {"train_vs_fastest_peer": 1.2, "fraction_of_matmul_peak": 0.85, "beam_vs_modelgarden": 2.0}
 
@@ -158,6 +165,9 @@ def run_all(args, peers_dir, log_path) -> tuple:
     ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla"))]
     if not args.no_bf16:
         ours.append((OURS_BF16, our_command(peers_dir, "--activation_dtype", "bfloat16")))
+    if not args.no_matmul_bound:
+        ours += [(BOUNDS[0], our_command(peers_dir, "--matmul_bound")),
+                 (BOUNDS[1], our_command(peers_dir, "--matmul_bound", "--xla"))]
     for round_index in range(args.repeats):
         # A peak is a best case: measured before and after the round, the higher one counts.
         rows += [dict(run_row(label, argv, None, args, log_path), round=round_index + 1) for label, argv in peaks]
@@ -187,7 +197,15 @@ def _median_of(rows, *keys):
     return statistics.median(values) if values else None
 
 
-def row_figures(rows, flops_per_step, matmul_peak) -> dict:
+def matmul_bound(rows) -> dict:
+    """The matmul-only bound of one preset's step: the best of each kernel's rows, and of both."""
+    best = {label: max((row["matmul_bound"]["matmul_only_flops_per_s"] for row in rows
+                        if row["label"] == label and "matmul_bound" in row), default=None) for label in BOUNDS}
+    return {"onednn_flops_per_s": best[BOUNDS[0]], "xla_flops_per_s": best[BOUNDS[1]],
+            "flops_per_s": max((value for value in best.values() if value), default=None)}
+
+
+def row_figures(rows, flops_per_step, matmul_peak, bound=None) -> dict:
     """The comparable figures of one label at one preset."""
     step_s = _median_of(rows, "train", "step_s")
     firsts = [row["train"]["first_step_s"] for row in rows if "train" in row]
@@ -197,6 +215,7 @@ def row_figures(rows, flops_per_step, matmul_peak) -> dict:
         "train_step_s": step_s,
         "train_flops_per_s": flops,
         "fraction_of_matmul_peak": flops / matmul_peak if flops and matmul_peak else None,
+        "fraction_of_matmul_bound": flops / bound if flops and bound else None,
         "decode_sentences_per_s": _median_of(rows, "decode", "beam", "sent_per_s"),
         "decode_greedy_sentences_per_s": _median_of(rows, "decode", "greedy", "sent_per_s"),
         "first_step_s": statistics.median(firsts) if firsts else None,
@@ -218,15 +237,19 @@ def preset_summary(preset, rows, matmul_peak, bf16_peak=None) -> dict:
     by_label = {}
     for row in at_preset:
         by_label.setdefault(row["label"], []).append(row)
-    figures = {label: row_figures(group, flops_per_step, bf16_peak if label == OURS_BF16 else matmul_peak)
-               for label, group in by_label.items() if not label.startswith(f"{OURS}-memory")}
+    bound = matmul_bound(at_preset)
+    figures = {label: row_figures(group, flops_per_step, bf16_peak if label == OURS_BF16 else matmul_peak,
+                                  None if label == OURS_BF16 else bound["flops_per_s"])
+               for label, group in by_label.items() if not label.startswith(f"{OURS}-memory") and label not in BOUNDS}
     ours = figures.get(OURS, row_figures([], None, None))
     peers = {label: dict(figure, train_ratio_to_ours=_ratio(figure["train_tokens_per_s"], ours["train_tokens_per_s"]),
                          decode_ratio_to_ours=_ratio(figure["decode_sentences_per_s"], ours["decode_sentences_per_s"]))
              for label, figure in figures.items() if label not in (OURS, OURS_XLA, OURS_BF16)}
     memory = {phase: (by_label.get(f"{OURS}-memory-{phase}") or [{}])[0] for phase in MEMORY_PHASES}
     summary = {"preset": preset, **ours, "train_flops_per_step": flops_per_step,
-               "matmul_peak_flops_per_s": matmul_peak, "xla": figures.get(OURS_XLA),
+               "matmul_peak_flops_per_s": matmul_peak,
+               "matmul_bound": dict(bound, fraction_of_matmul_peak=_ratio(bound["flops_per_s"], matmul_peak)),
+               "xla": figures.get(OURS_XLA),
                "bf16": figures.get(OURS_BF16), "matmul_peak_bf16_flops_per_s": bf16_peak,
                "memory": {"train_peak_rss_mb": memory["train"].get("memory", {}).get("peak_rss_mb"),
                           "train_micro_batch_tokens": memory["train"].get("memory", {}).get("micro_batch_tokens"),
@@ -278,9 +301,10 @@ def _table_row(label, row, ours) -> str:
     def with_ratio(key, digits):
         return _cell(row[key], digits, _ratio(row[key], ours[key]))
 
-    flops, fraction = row["train_flops_per_s"], row["fraction_of_matmul_peak"]
+    flops, fraction, of_bound = row["train_flops_per_s"], row["fraction_of_matmul_peak"], row["fraction_of_matmul_bound"]
     cells = [label + (" **failed**" if row["errors"] else ""), with_ratio("train_tokens_per_s", 1),
-             _cell(flops and flops / 1e9), _cell(fraction and 100 * fraction), _cell(row["first_step_s"]),
+             _cell(flops and flops / 1e9), _cell(fraction and 100 * fraction), _cell(of_bound and 100 * of_bound),
+             _cell(row["first_step_s"]),
              with_ratio("decode_greedy_sentences_per_s", 2), with_ratio("decode_sentences_per_s", 2),
              _cell(row["peak_rss_mb"], 0)]
     return "| " + " | ".join(cells) + " |"
@@ -291,8 +315,8 @@ def format_table(summary) -> str:
     peak = summary["matmul_peak_flops_per_s"]
     lines = [f"### preset `{summary['preset']}` (matmul peak {_cell(peak and peak / 1e9)} GFLOP/s; "
              f"ratios = row ÷ t2t_lite)", "",
-             "| row | train tok/s | train GFLOP/s | % of peak | first step s | greedy sent/s | beam4 sent/s "
-             "| peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| row | train tok/s | train GFLOP/s | % of peak | % of bound | first step s | greedy sent/s "
+             "| beam4 sent/s | peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rows = [(OURS, summary), (OURS_XLA, summary.get("xla")), (OURS_BF16, summary.get("bf16")),
             *summary["peers"].items()]
     lines += [_table_row(label, row, summary) for label, row in rows if row]
@@ -301,6 +325,13 @@ def format_table(summary) -> str:
         lines += ["", f"{OURS_BF16}: `activation_dtype=bfloat16`, its % of peak is of the bfloat16 matmul peak "
                   f"({_cell(bf16_peak and bf16_peak / 1e9)} GFLOP/s); not counted in the targets (the peers run "
                   f"float32): training ÷ the fastest peer {_cell(summary['bf16'].get('train_vs_fastest_peer'), 2)}."]
+    bound = summary["matmul_bound"]
+    if bound["flops_per_s"]:
+        lines += ["", f"Matmul-only bound of this step (its products alone, each at its best rate): "
+                  f"{_cell(bound['flops_per_s'] / 1e9)} GFLOP/s = {_cell(100 * bound['fraction_of_matmul_peak'])} % "
+                  f"of the peak (oneDNN {_cell(bound['onednn_flops_per_s'] and bound['onednn_flops_per_s'] / 1e9)}, "
+                  f"XLA {_cell(bound['xla_flops_per_s'] and bound['xla_flops_per_s'] / 1e9)} GFLOP/s); "
+                  f"% of bound = train FLOP/s ÷ it."]
     memory = summary["memory"]
     if memory["train_peak_rss_mb"] or memory["decode_beam4_peak_rss_mb"]:
         lines += ["", f"Peak resident memory (VmHWM of its own process): a training update at a "
@@ -324,6 +355,8 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1, help="interleaved rounds of every row")
     parser.add_argument("--skip_peers", action="store_true", help="only the t2t_lite rows (and the matmul peak)")
     parser.add_argument("--no_bf16", action="store_true", help="leave out the bfloat16 row and its matmul peak")
+    parser.add_argument("--no_matmul_bound", action="store_true",
+                        help="leave out the matmul-only bound of each preset's step (two rows per preset)")
     parser.add_argument("--memory_presets", default="base",
                         help="presets whose peak memory is probed, once, before the timed rows ('' = none)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per preset instead of tables")

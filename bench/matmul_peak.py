@@ -9,13 +9,14 @@ n×n matrices, each timed alone after one untimed call; FLOP/s = 2·n³ / second
 best over every size and repeat. TensorFlow gets the same 2 intra-op / 2 inter-op
 threads as the benchmarked training steps (bench/peer_project.py). Prints one JSON line.
 
-`--step_shapes` times instead the products a transformer_base training step on the peers'
-base batch (512 tokens) is made of, forward and backward (C = A·B, Aᵀ·B and A·Bᵀ, as automatic
-differentiation writes them), each `--repeats` times as a batch of 8 (2 for the vocabulary
-projection) distinct products in one call so call overhead does not count; `--xla` compiles
-them with XLA, as `xla_compile=true` does the step. `matmul_only_flops_per_s` weighs them by
-their count per step: the FLOP/s of a step that did nothing but its products, each at its own
-best rate, the most any implementation of that step reaches with these kernels.
+`--step_shapes` times instead the products one training step of `--hparams_set` is made of
+on `--tokens` source and as many target tokens (default: transformer_base on the peers' base batch,
+512 tokens), forward and backward (C = A·B, Aᵀ·B and A·Bᵀ, as automatic differentiation writes
+them), each distinct shape `--repeats` times as a batch of 8 (2 for the vocabulary projection)
+distinct products in one call so call overhead does not count; `--xla` compiles them with XLA, as
+`xla_compile=true` does the step. `matmul_only_flops_per_s` weighs them by their count per step:
+the FLOP/s of a step that did nothing but its products, each at its own best rate, the most any
+implementation of that step reaches with these kernels.
 """
 
 import argparse
@@ -45,25 +46,34 @@ def matmul_flops_per_s(size: int, repeats: int, dtype: str = "float32") -> list:
     return rates
 
 
-# (name, M, K, N, transpose_a, transpose_b, count per step): the products of one transformer_base
-# training step on 512 tokens (16 × 32), forward and backward. 72 d×d projections: 6 encoder
-# layers × 4 (Q, K, V, O) + 6 decoder layers × 8; 12 feed-forward layers; one vocabulary projection.
-# Their FLOPs sum to 6 · 512 · P_matmul of trainer.flops_per_step (193.5 G of its 195.3 G; the
-# rest are the attention products, 32 positions long).
-STEP_SHAPES = (
-    ("projection d×d", 512, 512, 512, False, False, 72),
-    ("projection, dW = Xᵀ·dY", 512, 512, 512, True, False, 72),
-    ("projection, dX = dY·Wᵀ", 512, 512, 512, False, True, 72),
-    ("FFN inner d×d_ff", 512, 512, 2048, False, False, 12),
-    ("FFN inner, dW = Xᵀ·dY", 512, 512, 2048, True, False, 12),
-    ("FFN inner, dX = dY·Wᵀ", 512, 2048, 512, False, True, 12),
-    ("FFN outer d_ff×d", 512, 2048, 512, False, False, 12),
-    ("FFN outer, dW = Xᵀ·dY", 2048, 512, 512, True, False, 12),
-    ("FFN outer, dX = dY·Wᵀ", 512, 512, 2048, False, True, 12),
-    ("vocabulary projection d×V (h·Eᵀ)", 512, 512, 37000, False, True, 1),
-    ("vocabulary, dh = dz·E", 512, 37000, 512, False, False, 1),
-    ("vocabulary, dE = dzᵀ·h", 37000, 512, 512, True, False, 1),
-)
+# --step_shapes without a model: transformer_base on the peers' base batch (16 × 32 tokens).
+STEP_DEFAULTS = {"hparams_set": "transformer_base", "tokens": 512, "vocab_size": 37000}
+
+
+def step_shapes(hparams, vocab_size: int, tokens: int) -> list:
+    """(name, M, K, N, transpose_a, transpose_b, count per step) of every product of one training step.
+
+    Each weight matrix W [k, n] of the model is used once per token forward (X·W) and twice
+    backward (dW = Xᵀ·dY, dX = dY·Wᵀ): the query, key, value and output projections of every
+    attention layer (the encoder's self-attention, the decoder's self- and encoder-decoder
+    attention), both feed-forward layers, and the shared embedding as the pre-softmax projection
+    (h·Eᵀ, E [vocab, d]). Their FLOPs sum to 6 · tokens · trainer.matmul_parameters; the attention
+    products themselves (length long, a few per cent of the step) are not among them.
+    """
+    d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size
+    attentions = hparams.encoder_layers + 2 * hparams.decoder_layers
+    feed_forwards = hparams.encoder_layers + hparams.decoder_layers
+    weights = (("query and key projections", d, kc, 2 * attentions), ("value projection", d, vc, attentions),
+               ("output projection", vc, d, attentions), ("FFN inner", d, ff, feed_forwards),
+               ("FFN outer", ff, d, feed_forwards))
+    shapes = []  # forward, then dW, then dX of each weight
+    for name, k, n, count in weights:
+        shapes += [(f"{name} X·W", tokens, k, n, False, False, count),
+                   (f"{name}, dW = Xᵀ·dY", k, tokens, n, True, False, count),
+                   (f"{name}, dX = dY·Wᵀ", tokens, n, k, False, True, count)]
+    return shapes + [("vocabulary projection h·Eᵀ", tokens, d, vocab_size, False, True, 1),
+                     ("vocabulary, dE = dzᵀ·h", vocab_size, tokens, d, True, False, 1),
+                     ("vocabulary, dh = dz·E", tokens, vocab_size, d, False, False, 1)]
 
 
 def step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla) -> list:
@@ -86,12 +96,16 @@ def step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla) -> l
     return rates
 
 
-def measure_step_shapes(repeats, xla) -> dict:
-    """Best FLOP/s of each of STEP_SHAPES, and of all of them in their per-step counts: the
-    FLOP/s of a step that did nothing but its matrix products, each at its own best rate."""
-    rates, flops, seconds = {}, 0.0, 0.0
-    for name, m, k, n, transpose_a, transpose_b, count in STEP_SHAPES:
-        rates[name] = max(step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla))
+def measure_step_shapes(shapes, repeats, xla) -> dict:
+    """Best FLOP/s of each distinct shape of `shapes` (see step_shapes), and of all of them in their
+    per-step counts: the FLOP/s of a step that did nothing but its matrix products, each at its own
+    best rate."""
+    rates, by_shape, flops, seconds = {}, {}, 0.0, 0.0
+    for name, m, k, n, transpose_a, transpose_b, count in shapes:
+        shape = (m, k, n, transpose_a, transpose_b)
+        if shape not in by_shape:  # e.g. the Q, K, V and O projections when d_k·h = d_v·h = d_model
+            by_shape[shape] = max(step_shape_flops_per_s(*shape, repeats, xla))
+        rates[name] = by_shape[shape]
         flops += count * 2.0 * m * k * n
         seconds += count * 2.0 * m * k * n / rates[name]
     return {"step_shapes": rates, "matmul_only_step_flops": flops, "matmul_only_step_s": seconds,
@@ -112,15 +126,25 @@ def main():
     parser.add_argument("--sizes", default="1024,2048,4096", help="comma-separated matrix sizes n")
     parser.add_argument("--repeats", type=int, default=5, help="timed products per size")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="operand dtype")
-    parser.add_argument("--step_shapes", action="store_true", help="time the base train step's products instead")
+    parser.add_argument("--step_shapes", action="store_true", help="time a train step's products instead")
+    for name, what in (("hparams_set", "the model"), ("tokens", "source (= target) tokens per step"),
+                       ("vocab_size", "the shared vocabulary")):
+        parser.add_argument(f"--{name}", type=type(STEP_DEFAULTS[name]), default=None,
+                            help=f"with --step_shapes: {what} (default {STEP_DEFAULTS[name]})")
     parser.add_argument("--xla", action="store_true", help="with --step_shapes: compile the products with XLA")
     args = parser.parse_args()
-    if args.xla and not args.step_shapes:
-        parser.error("--xla applies to --step_shapes only")
+    step_flags = [f"--{name}" for name in ("xla", "hparams_set", "tokens", "vocab_size") if getattr(args, name)]
+    if step_flags and not args.step_shapes:
+        parser.error(f"{', '.join(step_flags)}: only with --step_shapes")
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.step_shapes:
-        print(json.dumps(measure_step_shapes(args.repeats, args.xla), ensure_ascii=False), flush=True)
+        from t2t_lite import registry  # after the thread settings above
+
+        model = {name: getattr(args, name) or default for name, default in STEP_DEFAULTS.items()}
+        shapes = step_shapes(registry.hparams(model["hparams_set"]), model["vocab_size"], model["tokens"])
+        result = dict(measure_step_shapes(shapes, args.repeats, args.xla), **model)
+        print(json.dumps(result, ensure_ascii=False), flush=True)
         return
     print(json.dumps(measure([int(size) for size in args.sizes.split(",")], args.repeats, args.dtype)), flush=True)
 

@@ -3,6 +3,7 @@
     .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
+    .venv/bin/python bench/peer_project.py --preset base --matmul_bound [--xla]  # the step's products alone
 
 The presets, random batches, warm-up and timing protocol, thread settings and the JSON
 schema all come from the peers' own `peer_common.py`, so the figures sit beside theirs
@@ -22,6 +23,10 @@ memory (VmHWM of /proc/self/status): `train` runs the set's real update at a mic
 of `--memory_tokens` target tokens (transformer_base: 4,096 tokens, accumulated towards
 tokens_per_step = 25,000, so two accumulate steps and one apply step), `decode` one
 beam-4 decoding call of the preset's 32 sentences.
+
+`--matmul_bound [--xla]` skips it too and times, with bench/matmul_peak.py, the matrix products
+the preset's training step is made of (TensorFlow's oneDNN kernels, or XLA's with --xla):
+`matmul_only_flops_per_s` is the FLOP/s of a step that did nothing but those products.
 """
 
 import argparse
@@ -57,6 +62,8 @@ tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 import t2t_lite  # noqa: E402
 from t2t_lite import checkpoints, decoding, registry, trainer  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
+
+import matmul_peak  # noqa: E402  (bench/, this script's folder)
 
 HPARAMS_SETS = {"tiny": "transformer_tiny", "base": "transformer_base"}
 NO_EOS = -1  # no id equals it, so nothing stops early (the peers' protocol)
@@ -182,6 +189,17 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
     return result
 
 
+# -- The step's matrix products alone --------------------------------------------------------
+def measure_matmul_bound(hparams, cfg, xla: bool, repeats: int = 5) -> dict:
+    """matmul_peak.measure_step_shapes on the products of the preset's training step."""
+    tokens = cfg["train_batch"] * cfg["tgt_len"]
+    if cfg["src_len"] != cfg["tgt_len"]:
+        raise ValueError(f"--matmul_bound assumes source and target batches of equal length; preset "
+                         f"{cfg['preset']!r} has src_len {cfg['src_len']}, tgt_len {cfg['tgt_len']}.")
+    shapes = matmul_peak.step_shapes(hparams, cfg["vocab_size"], tokens)
+    return dict(matmul_peak.measure_step_shapes(shapes, repeats, xla), tokens=tokens)
+
+
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
@@ -192,10 +210,15 @@ def extra_flags(parser):
     parser.add_argument("--memory", choices=("train", "decode"), default=None,
                         help="only report the peak resident memory of one training update or decoding call")
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
+    parser.add_argument("--matmul_bound", action="store_true",
+                        help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
 
 
 def main():
     args, cfg = pc.parse_args(__doc__.splitlines()[0], extra_flags)
+    if args.matmul_bound and (args.memory or args.activation_dtype != "float32"):
+        sys.exit("bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
+                 "--memory and --activation_dtype.")
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
         "peer": "t2t_lite" + (" +XLA" if args.xla else "") + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
@@ -211,6 +234,10 @@ def main():
     }
     if args.memory:
         result["memory"] = measure_memory(args.memory, cfg, args.memory_tokens, args.seed)
+        pc.emit(result, args.out)
+        return
+    if args.matmul_bound:
+        result["matmul_bound"] = measure_matmul_bound(hparams, cfg, args.xla)
         pc.emit(result, args.out)
         return
     model, steps = build(hparams, cfg["vocab_size"], args.seed)

@@ -47,7 +47,16 @@ def canned_rows(preset="base"):
         row("t2t_lite-xla", preset, 240.0, 2.0, beam=4.4, greedy=11.0),
         row("t2t_lite-bf16", preset, 400.0, 1.28, beam=6.0, greedy=12.0),
         *memory,
+        *bound_rows(preset),
     ]
+
+
+def bound_rows(preset):
+    """Two rounds of the matmul-only bound: oneDNN's best is 80 GFLOP/s, XLA's 50."""
+    return [{"label": label, "preset": preset, "round": round_index, "peak_rss_mb": 900.0,
+             "matmul_bound": {"matmul_only_flops_per_s": flops}}
+            for label, values in (("matmul_bound", (70e9, 80e9)), ("matmul_bound-xla", (50e9, 40e9)))
+            for round_index, flops in enumerate(values, 1)]
 
 
 def test_missing_peers_folder_says_how_to_point_at_it(tmp_path):
@@ -77,6 +86,14 @@ def test_summary_figures_ratios_and_targets():
     assert summary["peers"]["modelgarden"]["train_flops_per_s"] == pytest.approx(40e9 / 2.56)
     assert summary["peers"]["modelgarden"]["train_ratio_to_ours"] == pytest.approx(200 / 160)
     assert summary["peers"]["kerashub-xla"]["decode_ratio_to_ours"] == pytest.approx(3.5 / 5)
+    # The bound is the best kernel's best round; each row's FLOP/s are a fraction of it (bf16 aside).
+    assert summary["matmul_bound"] == {"onednn_flops_per_s": 80e9, "xla_flops_per_s": 50e9, "flops_per_s": 80e9,
+                                       "fraction_of_matmul_peak": pytest.approx(0.8)}
+    assert summary["fraction_of_matmul_bound"] == pytest.approx(40e9 / 3.2 / 80e9)
+    assert summary["xla"]["fraction_of_matmul_bound"] == pytest.approx(0.25)
+    assert summary["peers"]["kerashub-xla"]["fraction_of_matmul_bound"] == pytest.approx(40e9 / 2.048 / 80e9)
+    assert summary["bf16"]["fraction_of_matmul_bound"] is None
+    assert not {"matmul_bound", "matmul_bound-xla"} & set(summary["peers"])
     assert summary["memory"] == {"train_peak_rss_mb": 5000.0, "train_micro_batch_tokens": 4096,
                                  "decode_beam4_peak_rss_mb": 2000.0}
     targets = summary["targets"]
@@ -95,7 +112,9 @@ def test_summary_figures_ratios_and_targets():
     assert summary["bf16"]["train_vs_fastest_peer"] == pytest.approx(400 / 250)
     assert "t2t_lite-bf16" not in summary["peers"]
     table = compare_peers.format_table(summary)
-    assert "| t2t_lite-bf16 | 400.0 (2.50×) | 31.2 | 7.8 |" in table and "not counted in the targets" in table
+    assert "| t2t_lite-bf16 | 400.0 (2.50×) | 31.2 | 7.8 | n/a |" in table and "not counted in the targets" in table
+    assert "| t2t_lite-xla | 240.0 (1.50×) | 20.0 | 20.0 | 25.0 |" in table
+    assert "bound of this step (its products alone, each at its best rate): 80.0 GFLOP/s = 80.0 % of the peak" in table
     assert targets["beam_vs_modelgarden"]["each"] == pytest.approx({
         "t2t_lite / modelgarden": 2.5, "t2t_lite / modelgarden-xla": 1.25,
         "t2t_lite-xla / modelgarden": 2.2, "t2t_lite-xla / modelgarden-xla": 1.1})
