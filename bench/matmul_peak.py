@@ -133,15 +133,19 @@ def main():
                             help=f"with --step_shapes: {what} (default {STEP_DEFAULTS[name]})")
     parser.add_argument("--xla", action="store_true", help="with --step_shapes: compile the products with XLA")
     args = parser.parse_args()
-    step_flags = [f"--{name}" for name in ("xla", "hparams_set", "tokens", "vocab_size") if getattr(args, name)]
+    step_flags = ["--xla"] * args.xla + [f"--{name}" for name in STEP_DEFAULTS if getattr(args, name) is not None]
     if step_flags and not args.step_shapes:
         parser.error(f"{', '.join(step_flags)}: only with --step_shapes")
+    for name in ("tokens", "vocab_size"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name}={getattr(args, name)}: must be a positive number")
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     if args.step_shapes:
         from t2t_lite import registry  # after the thread settings above
 
-        model = {name: getattr(args, name) or default for name, default in STEP_DEFAULTS.items()}
+        model = {name: default if getattr(args, name) is None else getattr(args, name)
+                 for name, default in STEP_DEFAULTS.items()}
         shapes = step_shapes(registry.hparams(model["hparams_set"]), model["vocab_size"], model["tokens"])
         result = dict(measure_step_shapes(shapes, args.repeats, args.xla), **model)
         print(json.dumps(result, ensure_ascii=False), flush=True)

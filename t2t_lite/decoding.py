@@ -317,9 +317,8 @@ def _cached_step(model, inputs, beam_size, max_length=None):
 
         return symbols_to_logits_fn, growing, None
 
-    def slot_symbols_to_logits_fn(ids, step, slots, in_slots):
-        logits, slots, in_slots = run(ids, step, {**join(in_slots), "slots": slots})
-        return logits, slots, in_slots
+    def slot_symbols_to_logits_fn(ids, step, slots, in_slots):  # -> (logits, slots, in_slots)
+        return run(ids, step, {**join(in_slots), "slots": slots})
 
     return slot_symbols_to_logits_fn, slots, growing
 

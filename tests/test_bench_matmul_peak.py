@@ -42,3 +42,12 @@ def test_base_step_has_the_papers_products():
     # 6 encoder layers × 1 attention + 6 decoder layers × 2, each with Q, K, V and O; 12 FFNs.
     assert counts == {"query and key projections": 36, "value projection": 18, "output projection": 18,
                       "FFN inner": 12, "FFN outer": 12, "vocabulary projection h·Eᵀ": 1, "vocabulary": 1}
+
+
+@pytest.mark.parametrize("argv, message", [(["--tokens=4096", "--xla"], "--xla, --tokens: only with --step_shapes"),
+                                           (["--step_shapes", "--tokens=0"], "--tokens=0: must be a positive number")])
+def test_misused_step_flags_are_named(argv, message, monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["matmul_peak.py", *argv])
+    with pytest.raises(SystemExit):
+        matmul_peak.main()
+    assert message in capsys.readouterr().err
