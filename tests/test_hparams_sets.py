@@ -27,8 +27,9 @@ BASE = {
 }
 BIG = {**BASE, "hidden_size": 1024, "filter_size": 4096, "num_heads": 16, "layer_prepostprocess_dropout": 0.3}
 BIG_ENFR = {**BIG, "layer_prepostprocess_dropout": 0.1}
-PARSING = {**BIG, "num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.2, "attention_dropout": 0.2,
-           "max_length": 512, "beam_size": 21, "alpha": 0.3, "extra_length": 300}
+# §6.3: "all other parameters remained unchanged from the English-to-German base translation model".
+PARSING = {**BASE, "hidden_size": 1024, "num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.2,
+           "attention_dropout": 0.2, "max_length": 512, "beam_size": 21, "alpha": 0.3, "extra_length": 300}
 TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hidden_layers": 2,
         "learning_rate_warmup_steps": 1000, "batch_size": 2048, "tokens_per_step": 0, "max_length": 128}
 MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
@@ -56,6 +57,9 @@ def test_transformer_big_enfr_uses_dropout_0_1():
 
 def test_transformer_parsing_is_section_6_3():
     assert registry.hparams("transformer_parsing").values() == PARSING
+    hp = registry.hparams("transformer_parsing")
+    # The base model's d_ff and h, with d_model 1024: d_k = d_v = 1024 / 8.
+    assert (hp.filter_size, hp.num_heads, hp.key_channels // hp.num_heads) == (2048, 8, 128)
 
 
 def test_transformer_tiny():
