@@ -74,11 +74,20 @@ def read_mo(path: str) -> list:
 
     def string(table_at, index):
         length, offset = struct.unpack(order + "2I", data[table_at + 8 * index: table_at + 8 * index + 8])
+        if offset + length > len(data):
+            raise ValueError(f"{path}: string {index} runs past the end of the file; the catalog is truncated "
+                             f"or corrupt.")
         return data[offset: offset + length]
 
-    raw = [(string(originals_at, i), string(translations_at, i)) for i in range(count)]
-    charset = _charset(dict(raw).get(b"", b""))
-    return [(msgid.decode(charset, "replace"), msgstr.decode(charset, "replace")) for msgid, msgstr in raw]
+    try:
+        raw = [(string(originals_at, i), string(translations_at, i)) for i in range(count)]
+        charset = _charset(dict(raw).get(b"", b""))
+        return [(msgid.decode(charset, "replace"), msgstr.decode(charset, "replace")) for msgid, msgstr in raw]
+    except struct.error:
+        raise ValueError(f"{path}: its string tables run past the end of the file; the catalog is truncated "
+                         f"or corrupt.") from None
+    except LookupError:
+        raise ValueError(f"{path}: declares charset {charset!r}, which Python does not know.") from None
 
 
 def _charset(header: bytes) -> str:

@@ -25,6 +25,8 @@ import unicodedata
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from t2t_lite.text_lines import read_lines
+
 # get_ende_bleu.sh's compound splitting; the marker is restored after tokenization (see
 # `paper_tokenize`) because the tokenizer would otherwise cut "##AT##-##AT##" apart.
 _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
@@ -80,11 +82,6 @@ def evaluate(translation: list, reference: list) -> BleuReport:
         paper_bleu=paper_bleu(translation, reference),
         paper_bleu_uncased=paper_bleu(translation, reference, lowercase=True),
         lines=len(translation))
-
-
-def read_lines(path: str) -> list:
-    with open(path, encoding="utf-8") as file:
-        return file.read().splitlines()
 
 
 # -- The paper's tokenized BLEU ------------------------------------------------------------------

@@ -68,11 +68,18 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, output_dir: str, keep_ch
     )
 
 
-def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int):
-    """Writes hparams.json and problem.json beside the checkpoints (atomically)."""
+def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,
+                     vocabulary: str = None):
+    """Writes hparams.json and problem.json beside the checkpoints (atomically).
+
+    `vocabulary` is the vocabulary's fingerprint (`Vocabulary.fingerprint`): a vocabulary
+    regenerated from other data has the same size but other pieces.
+    """
     os.makedirs(output_dir, exist_ok=True)
     _atomic_write(os.path.join(output_dir, HPARAMS_FILE), hparams.to_json())
     info = {"problem": problem_name, "model": model_name, "vocab_size": int(vocab_size)}
+    if vocabulary is not None:
+        info["vocabulary"] = vocabulary
     _atomic_write(os.path.join(output_dir, PROBLEM_FILE), json.dumps(info, indent=2, sort_keys=True))
 
 
@@ -134,13 +141,62 @@ def build_model(hparams: HParams, vocab_size: int, model_name: str = "transforme
     return model
 
 
-def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, model_name: str = "transformer"):
-    """Builds the model and restores its weights only (no optimizer state) from a checkpoint."""
+def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, model_name: str = "transformer",
+               problem_name: str = None, vocabulary: str = None):
+    """Builds the model and restores its weights only (no optimizer state) from a checkpoint.
+
+    The problem.json beside the checkpoint (when there is one) must name the same problem
+    (if `problem_name` is given), model, vocabulary size and vocabulary (if its fingerprint
+    is given): a checkpoint restored under another vocabulary of the same size would decode
+    garbage without any error.
+    """
     path = checkpoint_path(checkpoint_path_or_dir)
+    check_trained_with(os.path.dirname(path), problem_name, model_name, vocab_size, vocabulary)
     model = build_model(hparams, vocab_size, model_name)
-    status = tf.train.Checkpoint(model=trackable_model(model)).restore(path).expect_partial()
-    status.assert_existing_objects_matched()
+    try:
+        status = tf.train.Checkpoint(model=trackable_model(model)).restore(path).expect_partial()
+        status.assert_existing_objects_matched()
+    except (ValueError, AssertionError) as error:
+        reason = str(error).strip().splitlines()[0][:300]
+        raise CheckpointError(
+            f"{path}: its weights do not fit the model these hparams build ({reason}). Use the hparams it was "
+            f"trained with: leave out --hparams_set and --hparams to read the hparams.json beside it.") from None
     return model
+
+
+def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,
+                   vocabulary: str = None) -> None:
+    """Stops a resumed run whose settings differ from those recorded in `output_dir`.
+
+    Resuming under other hparams would either fail on the first weight's shape or, where
+    the shapes agree (another dropout, another number of heads), train on silently and
+    overwrite hparams.json, the only record of how the earlier steps were trained.
+    """
+    if os.path.exists(os.path.join(output_dir, HPARAMS_FILE)):
+        recorded = read_hparams(output_dir).values()
+        changed = [f"{name} {recorded.get(name)!r} → {value!r}" for name, value in hparams.values().items()
+                   if recorded.get(name) != value]
+        if changed:
+            raise CheckpointError(
+                f"--output_dir={output_dir} holds a run trained with other hparams ({'; '.join(changed)}). "
+                f"Resume it with the --hparams_set and --hparams of {os.path.join(output_dir, HPARAMS_FILE)}, "
+                f"or give a new --output_dir.")
+    check_trained_with(output_dir, problem_name, model_name, vocab_size, vocabulary)
+
+
+def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size: int, vocabulary=None) -> None:
+    """Stops when problem.json in `model_dir` records another problem, model or vocabulary size."""
+    if not os.path.exists(os.path.join(model_dir, PROBLEM_FILE)):
+        return  # a checkpoint written by other code: the restore itself checks the shapes
+    info = read_problem_info(model_dir)
+    given = {"problem": (problem_name, "--problem"), "model": (model_name, "--model"),
+             "vocab_size": (vocab_size, "--problem and --data_dir (the vocabulary)"),
+             "vocabulary": (vocabulary, "--data_dir (whose vocab.*.model file)")}
+    for key, (value, flag) in given.items():
+        if value is not None and key in info and info[key] != value:
+            raise CheckpointError(
+                f"{os.path.join(model_dir, PROBLEM_FILE)}: the checkpoint was trained with {key} {info[key]!r}, "
+                f"not {value!r}; give the {flag} it was trained with, or another directory.")
 
 
 # -- Averaging, for t2t-avg-all ----------------------------------------------------------
@@ -183,6 +239,8 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
         raise ValueError(f"--n={n}: must be at least 1.")
     every = all_checkpoints(model_dir)
     paths = _last_trained(every, n)
+    prefix = os.path.join(output_dir, f"{CHECKPOINT_NAME}-{checkpoint_step(paths[-1])}")
+    _check_average_destination(model_dir, output_dir, prefix)
     readers = [tf.train.load_checkpoint(path) for path in paths]
     newest = readers[-1]
     model_keys = _model_variable_keys(newest)
@@ -195,11 +253,13 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
         names.append(name)
         tensors.append(tf.convert_to_tensor(value))
     os.makedirs(output_dir, exist_ok=True)
-    prefix = os.path.join(output_dir, f"{CHECKPOINT_NAME}-{checkpoint_step(paths[-1])}")
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
-    # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved.
+    # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
+    # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
     relative = os.path.basename(prefix)
-    tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=[relative])
+    state = tf.train.get_checkpoint_state(output_dir)
+    earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
+    tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=earlier + [relative])
     for info_file in (HPARAMS_FILE, PROBLEM_FILE):
         source = os.path.join(model_dir, info_file)
         if os.path.exists(source):
@@ -208,6 +268,29 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
     note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
     return prefix
+
+
+def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> None:
+    """Stops before anything is written where the average would replace a checkpoint or mix models."""
+    if os.path.realpath(output_dir) == os.path.realpath(model_dir):
+        raise CheckpointError(
+            f"--output_dir={output_dir} is --model_dir: the average would replace the newest trained "
+            f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}.")
+    if tf.io.gfile.exists(prefix + ".index"):
+        raise CheckpointError(
+            f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
+            f"same step). Remove it, or give another --output_dir.")
+    for info_file in (HPARAMS_FILE, PROBLEM_FILE):
+        mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
+        if os.path.exists(mine) and os.path.exists(theirs) and _read(mine) != _read(theirs):
+            raise CheckpointError(
+                f"--output_dir={output_dir}: its {info_file} differs from {theirs}, so it holds averages of "
+                f"another model. Give another --output_dir.")
+
+
+def _read(path: str) -> str:
+    with open(path) as file:
+        return file.read()
 
 
 def _model_variable_keys(reader) -> set:

@@ -32,6 +32,10 @@ _PROGRESS_EVERY = 1000
 _SHUFFLE_SEED = 1234  # fixed, so two runs on the same raw data write the same files
 
 
+class EmptySplitError(ValueError):
+    """Every pair of a split was dropped: writing empty shards would look complete and be reused."""
+
+
 @dataclasses.dataclass
 class DatagenReport:
     """What one run of `generate` did, per split."""
@@ -156,6 +160,10 @@ def write_shuffled_shards(examples, filenames: list, description: str) -> int:
         for writer in writers:
             writer.close()
     progress.update(count, finalize=True)
+    if count == 0:
+        for partial in partial_names:
+            os.remove(partial)
+        raise EmptySplitError(f"{description}: no pair left to write; nothing written.")
     for partial, final in zip(partial_names, filenames):
         records = list(tf.data.TFRecordDataset(partial).as_numpy_iterator())
         rng.shuffle(records)

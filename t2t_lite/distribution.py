@@ -62,6 +62,17 @@ def checkpoint_directory(strategy: tf.distribute.Strategy, output_dir: str) -> s
     return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}_scratch")
 
 
+def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
+    """Time bounds are per process: across workers they would stop or save at different steps.
+
+    Every worker must take part in each update and each save, so a worker whose clock said
+    "stop" or "save" one step before another's would leave the rest waiting on a collective.
+    """
+    if _cluster_workers() > 1 and (train_minutes or save_checkpoints_secs):
+        raise ValueError("--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
+                         "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps.")
+
+
 def _cluster_workers() -> int:
     config = os.environ.get("TF_CONFIG")
     if not config:

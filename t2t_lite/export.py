@@ -8,8 +8,10 @@ SavedModel whose graph holds the whole of `t2t-decoder`'s path:
     key/value cache (`t2t_lite.decoding.decode`) -> best hypothesis -> SentencePiece text
 
 Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
-  serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch]
-  translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch]
+  serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch],
+                                                    input_truncated: bool [batch]
+  translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch],
+                                                    input_truncated: bool [batch]
 `translate_ids` is for clients that tokenize themselves: each row holds a sentence's
 SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped;
 ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' ids as
@@ -18,8 +20,8 @@ ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' 
 
 Inputs longer than `max_input_length - 1` subwords are cut to their first
 `max_input_length - 1` subwords before EOS is appended (the model sees at most
-`max_input_length` ids); each sentence emits at most its input length + `extra_length`
-subwords. The decode settings are fixed at export and recorded, with the problem and
+`max_input_length` ids), and `input_truncated` is true for them, so a client can tell;
+each sentence emits at most its input length + `extra_length` subwords. The decode settings are fixed at export and recorded, with the problem and
 the hparams, in `assets/t2t_export.json` (in Python:
 `tf.saved_model.load(path).export_config.asset_path`); the vocabulary's `.model` file
 is copied to `assets/` too. The graph needs only TensorFlow and the tensorflow-text
@@ -109,17 +111,19 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
         hypotheses, scores = decoding.decode(
             model, model_inputs(ids, settings.max_input_length), beam_size=settings.beam_size,
             alpha=settings.alpha, extra_length=settings.extra_length)
-        return hypotheses[:, 0], scores[:, 0]
+        truncated = ids.row_lengths() > settings.max_input_length - 1
+        return hypotheses[:, 0], scores[:, 0], truncated
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate(inputs):
-        ids, scores = decode_best(tokenizer.tokenize(normalize_text_in_graph(inputs)))
-        return {"outputs": tokenizer.detokenize(hypothesis_tokens(ids)), "scores": scores}
+        ids, scores, truncated = decode_best(tokenizer.tokenize(normalize_text_in_graph(inputs)))
+        return {"outputs": tokenizer.detokenize(hypothesis_tokens(ids)), "scores": scores,
+                "input_truncated": truncated}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
     def translate_ids(inputs):
-        ids, scores = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
-        return {"outputs": ids, "scores": scores}
+        ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
+        return {"outputs": ids, "scores": scores, "input_truncated": truncated}
 
     module = tf.Module(name="t2t_lite_translator")
     # The tf.Variables behind the Keras variables: TF Serving's loader restores the variables
@@ -195,7 +199,8 @@ def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, e
                           f"position table (hparams max_length={hparams.max_length}); lower it.")
     checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
     final_dir = version_dir(export_dir, checkpoint)
-    model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name)
+    model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
+                                   vocabulary.fingerprint)
     module = serving_module(model, vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
     write_saved_model(module, config, vocabulary.model_path, final_dir)

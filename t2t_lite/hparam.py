@@ -63,7 +63,9 @@ class HParams:
 
     # --- Batching (§5.1) ---
     batch_size: int = 4096  # Tokens in one micro-batch per replica (padded longer side, as tensor2tensor).
-    tokens_per_step: int = 25000  # Target tokens per optimizer step, reached by gradient accumulation; 0 = one micro-batch.
+    # Tokens per optimizer step, reached by gradient accumulation; 0 = one micro-batch. Counted as batch_size
+    # does (padded slots of the longer side, as tensor2tensor), so real target tokens are somewhat fewer.
+    tokens_per_step: int = 25000
     max_length: int = 256  # Longest example kept for training, in subword tokens; 0 = no limit.
     min_length_bucket: int = 8  # Upper bound of the shortest length bucket.
     length_bucket_step: float = 1.1  # Each bucket boundary is this factor above the previous one.
@@ -143,9 +145,15 @@ class HParams:
                      "extra_length"):
             if getattr(self, name) < 0:
                 fail(name, "must be zero or positive")
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing",
+                     "optimizer_adam_beta1", "optimizer_adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 fail(name, "must be in [0, 1)")
+        for name in ("learning_rate", "optimizer_adam_epsilon"):
+            if not getattr(self, name) > 0.0:  # also catches NaN
+                fail(name, "must be positive")
+        if not self.clip_grad_norm >= 0.0:
+            fail("clip_grad_norm", "must be zero (off) or positive")
         for name in ("key_channels", "value_channels"):
             if getattr(self, name) % self.num_heads:
                 fail("attention_" + name, f"must be divisible by num_heads={self.num_heads}")
@@ -181,11 +189,11 @@ def parse_overrides(config_class, overrides: str) -> dict:
         if not item:
             continue
         if "=" not in item:
-            raise HParamsError(
-                f"Override {item!r} is not of the form name=value "
-                f"(e.g. --hparams \"num_heads=16,layer_prepostprocess_dropout=0.3\")."
-            )
+            first = dataclasses.fields(config_class)[0]
+            raise HParamsError(f"Override {item!r} is not of the form name=value (e.g. {first.name}={first.default}).")
         name, text = (part.strip() for part in item.split("=", 1))
+        if name in changes:  # which one was meant? say so rather than let the last win
+            raise HParamsError(f"hparam {name} is given twice ({name}={changes[name]!r} and {item!r}); keep one.")
         changes[name] = _parse_value(config_class, name, text)
     return changes
 

@@ -25,6 +25,10 @@ EOS_ID = 1
 XLA_LENGTH_BUCKET = 16
 
 
+class InputTooLongError(ValueError):
+    """An input line the model cannot decode (longer than its learned position table)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeHParams:
     """Settings of one decoding run (`--decode_hparams="beam_size=4,alpha=0.6"`)."""
@@ -75,6 +79,7 @@ class Translation:
 def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True) -> list:
     """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order."""
     encoded = [vocabulary.encode(line) + [EOS_ID] for line in lines]
+    _check_learned_positions(model, encoded, settings.extra_length)
     order = sorted(range(len(lines)), key=lambda index: len(encoded[index]))
     results = [None] * len(lines)
     bar = keras.utils.Progbar(len(lines), unit_name="sentence", stateful_metrics=["sentences/s"]) if progress else None
@@ -107,19 +112,17 @@ def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
     return batch
 
 
-def read_input_lines(path: str) -> list:
-    """The lines of a UTF-8 text file, without their line ends; bad bytes are an error naming the line."""
-    with open(path, "rb") as file:
-        raw_lines = file.read().split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-    lines = []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            lines.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None
-    return lines
+def _check_learned_positions(model, encoded, extra_length):
+    """Learned positions (pos=emb) end at their table: a longer input would have no encoding."""
+    position = getattr(model, "source_position", None)
+    if position is None or position.kind != "emb":
+        return
+    for number, ids in enumerate(encoded, start=1):
+        if len(ids) + extra_length > position.max_positions:
+            raise InputTooLongError(
+                f"input line {number} has {len(ids)} ids (EOS included); with extra_length={extra_length} its "
+                f"decoding would need {len(ids) + extra_length} positions, but the learned position table "
+                f"(pos=emb) has {position.max_positions}. Shorten or split the line, or lower extra_length.")
 
 
 def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
@@ -190,4 +193,6 @@ def _pieces(vocabulary, ids) -> list:
 
 def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer"):
     """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary."""
-    return checkpoints.load_model(checkpoint_path_or_dir, hparams, problem.vocab_size(data_dir), model_name)
+    vocabulary = problem.vocabulary(data_dir)
+    return checkpoints.load_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
+                                  problem.name, getattr(vocabulary, "fingerprint", None))

@@ -24,7 +24,7 @@ Scoring follows EVALB with the standard COLLINS.prm:
 import collections
 import dataclasses
 
-from t2t_lite import trees
+from t2t_lite import text_lines, trees
 
 ROOT_LABELS = frozenset({"", "TOP", "ROOT"})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}  # COLLINS.prm: EQ_LABEL ADVP PRT
@@ -75,10 +75,8 @@ class ParseReport:
 
 def evaluate_files(decoded_path: str, gold_path: str) -> ParseReport:
     """Scores one decoded linearized tree per line against the bracketed gold trees."""
-    with open(decoded_path, encoding="utf-8") as file:
-        decoded = file.read().splitlines()
-    with open(gold_path, encoding="utf-8") as file:
-        gold = [trees.clean(tree) for tree in trees.read_trees(file.read(), source=gold_path)]
+    decoded = text_lines.read_lines(decoded_path)
+    gold = [trees.clean(tree) for tree in trees.read_trees(text_lines.read_text(gold_path), source=gold_path)]
     if len(decoded) != len(gold):
         raise ParseEvalError(f"--decoded_trees={decoded_path} has {len(decoded)} lines but "
                              f"--gold_trees={gold_path} has {len(gold)} trees; they must correspond one to one.")

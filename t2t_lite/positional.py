@@ -5,6 +5,9 @@
 
 The sinusoids are computed from the positions on the fly, so any length works
 (decoding may run past the training length: input + 50, or + 300 for parsing).
+They interleave sin and cos with frequencies 10000^(-2i/d_model), the formula as
+printed; tensor2tensor's `add_timing_signal_1d` instead concatenates [sin | cos]
+with frequencies 10000^(-i/(d_model/2 - 1)), so its weights do not port unchanged.
 """
 
 import keras

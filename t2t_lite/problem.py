@@ -158,7 +158,13 @@ class TextProblem(Problem):
             max_length = self.max_subword_length if split == "train" else 0
             examples = datagen.encode_pairs(cleaned, vocabulary.tokenizer, drops, max_length=max_length)
             filenames = datagen.shard_filenames(data_dir, self.base_name, split, self.num_shards[split])
-            report.written[split] = datagen.write_shuffled_shards(examples, filenames, f"{self.base_name} {split}")
+            try:
+                report.written[split] = datagen.write_shuffled_shards(examples, filenames,
+                                                                      f"{self.base_name} {split}")
+            except datagen.EmptySplitError as error:
+                reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(drops.items())) or "none read"
+                raise datagen.EmptySplitError(f"{error} Dropped: {reasons}. Check the raw {split} data in "
+                                              f"--tmp_dir={tmp_dir}.") from None
         return report
 
     def _vocabulary_or_train(self, data_dir: str, tmp_dir: str) -> Vocabulary:

@@ -60,7 +60,9 @@ def learning_rate_schedule(hparams) -> NoamSchedule:
 
 
 class FusedAdam(keras.optimizers.Adam):
-    """Keras' Adam (Kingma & Ba, Algorithm 1 with ε outside the square root), one kernel per variable.
+    """Keras' Adam in Kingma & Ba's "ε-hat" form (§2: the bias corrections folded into the step
+    size, ε added after them; Algorithm 1 adds ε to √v̂ instead), one kernel per variable. It is
+    TensorFlow's, Keras' and tensor2tensor's form; at ε = 1e-9 the two differ negligibly.
 
         m ← m + (1-β1)(g - m);   v ← v + (1-β2)(g² - v)
         θ ← θ - lr · √(1-β2^t)/(1-β1^t) · m / (√v + ε)

@@ -4,8 +4,10 @@
 out (tf.GradientTape, no `model.fit`) so the paper's batch, the loss normalisation
 and the checkpoints are explicit:
 
-* One optimizer step sees `hparams.tokens_per_step` target tokens (§5.1: "approximately
-  25000 source tokens and 25000 target tokens"). When replicas × `hparams.batch_size`
+* One optimizer step sees about `hparams.tokens_per_step` tokens (§5.1: "approximately
+  25000 source tokens and 25000 target tokens"), counted as `batch_size` counts them:
+  padded slots of each batch's longer side, so real tokens are somewhat fewer (97 % of
+  those slots are real tokens on the WMT sample, docs/benchmarks.md). When replicas × `hparams.batch_size`
   is smaller, k = ceil(tokens_per_step / (replicas · batch_size)) micro-batches are
   accumulated first. The step's gradient is that of the summed loss divided by the
   non-padding target tokens of all k micro-batches on all replicas, so it equals the
@@ -26,6 +28,7 @@ backward), and the second term is QKᵀ and the weighted sum of values over n po
 (source and target lengths taken equal to the padded target length n).
 """
 
+import dataclasses
 import math
 import os
 import time
@@ -252,20 +255,26 @@ def _write_summaries(writer, step: int, values: dict) -> None:
 def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
                        local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
                        schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
-                       summary_steps=100, model_name="transformer", log=print) -> dict:
+                       summary_steps=100, model_name="transformer", save_checkpoints_secs=0, log=print) -> dict:
     """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
 
     `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
     (evaluate every `local_eval_frequency` steps and at the end). Training stops at
     `train_steps` or after `train_minutes` of wall-clock time (0 = no bound), with a final
-    checkpoint. TensorBoard scalars (loss, learning rate, tokens/s) are written every
-    `summary_steps` steps. Returns the last evaluation's metrics ({} if none ran).
+    checkpoint. Checkpoints are written every `save_checkpoints_steps` steps, or, when
+    `save_checkpoints_secs` > 0, every that many seconds instead (§6.1 averages checkpoints
+    "written at 10-minute intervals": 600). TensorBoard scalars (loss, learning rate,
+    tokens/s) are written every `summary_steps` steps. Returns the last evaluation's
+    metrics ({} if none ran).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
+    distribution.check_clock_free(train_minutes, save_checkpoints_secs)
     keras.utils.set_random_seed(random_seed)
     strategy = distribution.strategy_for(worker_gpu)
-    vocab_size = problem.vocab_size(data_dir)
+    vocabulary = problem.vocabulary(data_dir)
+    vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
+    checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
     with strategy.scope():
         model = checkpoints.build_model(hparams, vocab_size, model_name)
         optimizer = adam_optimizer(hparams)
@@ -283,7 +292,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
     elif schedule == "evaluate":
         raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
-    checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size)
+    checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
 
     if schedule == "evaluate":
         return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
@@ -296,8 +305,9 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     if not latest:
         manager.save(checkpoint_number=0)
     evaluating = schedule == "train_and_evaluate"
+    saving = SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs)
     metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
-                          eval_steps, local_eval_frequency if evaluating else 0, save_checkpoints_steps,
+                          eval_steps, local_eval_frequency if evaluating else 0, saving,
                           summary_steps, train_minutes, vocab_size, log)
     if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
         metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
@@ -312,8 +322,26 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     return metrics
 
 
+@dataclasses.dataclass
+class SaveEvery:
+    """When to write a checkpoint: every `seconds` of training if > 0 (tensor2tensor's
+    --save_checkpoints_secs, which then replaces the step interval), else every `steps`."""
+
+    steps: int
+    seconds: float = 0
+    last_time: float = dataclasses.field(default_factory=lambda: time.time())
+
+    def due(self, step: int, now: float) -> bool:
+        if self.seconds > 0:
+            return now - self.last_time >= self.seconds
+        return step % self.steps == 0
+
+    def saved(self, now: float) -> None:
+        self.last_time = now
+
+
 def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
-                eval_frequency, save_steps, summary_steps, train_minutes, vocab_size, log):
+                eval_frequency, saving, summary_steps, train_minutes, vocab_size, log):
     """Updates until train_steps (or train_minutes); a line and TensorBoard scalars every summary_steps."""
     optimizer = steps.optimizer
     step = start_step = saved_step = int(optimizer.iterations.numpy())
@@ -347,9 +375,10 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
             window_start, window_tokens = now, 0.0
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
-        if step != saved_step and (step % save_steps == 0 or finished):
+        if step != saved_step and (saving.due(step, time.time()) or finished):
             _save(steps, manager, step)
             saved_step = step
+            saving.saved(time.time())
         if eval_frequency and (step % eval_frequency == 0 or finished):
             metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
         if out_of_time:

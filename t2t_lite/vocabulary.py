@@ -21,6 +21,7 @@ digits, URLs and scripts never seen in training.
 with the same interface.
 """
 
+import hashlib
 import io
 import os
 import sys
@@ -108,6 +109,11 @@ class Vocabulary:
     def vocab_size(self) -> int:
         return self._processor.vocab_size()
 
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the model file: two vocabularies of the same size still differ here."""
+        return "sentencepiece-sha256:" + hashlib.sha256(self.model_proto).hexdigest()
+
     def encode(self, text: str) -> list:
         """Ids of the normalized text, without EOS."""
         return self._processor.encode(normalize_text(text))
@@ -145,6 +151,10 @@ class SymbolVocabulary:
     @property
     def vocab_size(self) -> int:
         return self.num_symbols + NUM_RESERVED_IDS
+
+    @property
+    def fingerprint(self) -> str:
+        return f"symbols:{self.num_symbols}"
 
     def encode(self, text: str) -> list:
         ids = []

@@ -118,6 +118,53 @@ def test_avg_all_errors_name_the_flag(tmp_path):
         run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", "--n=0"])
 
 
+def test_avg_all_never_replaces_a_checkpoint(tmp_path):
+    """The average is refused where it would overwrite trained weights or an earlier average."""
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    trained = {path: open(path, "rb").read() for path in tf.io.gfile.glob(os.path.join(model_dir, "*"))}
+    with pytest.raises(avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
+        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={model_dir}/"])
+    assert {path: open(path, "rb").read() for path in trained} == trained  # nothing written
+
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
+    first = open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read()
+    with pytest.raises(avg_all.flags.UsageError, match="ckpt-2 exists already"):
+        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=1"])
+    assert open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read() == first
+
+    # More training, a new average beside the earlier one, both listed.
+    write_checkpoints(model_dir, steps=[3], keep=5)
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
+    state = tf.train.get_checkpoint_state(output_dir)
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
+    assert os.path.basename(state.model_checkpoint_path) == "ckpt-3"
+
+    other = str(tmp_path / "other")
+    write_checkpoints(other, steps=[7], keep=5)
+    checkpoints.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
+    with pytest.raises(avg_all.flags.UsageError, match="hparams.json differs .* another model"):
+        run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
+
+
+def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with(tmp_path):
+    model_dir = str(tmp_path)
+    checkpoints.write_model_info(model_dir, registry.hparams("transformer_tiny"), "translate_files", "transformer",
+                                 8000, vocabulary="sentencepiece-sha256:aa")
+    checkpoints.check_trained_with(model_dir, "translate_files", "transformer", 8000, "sentencepiece-sha256:aa")
+    checkpoints.check_trained_with(model_dir, None, "transformer", 8000)  # what is not given is not checked
+    for given, message in [
+        (("translate_ende", "transformer", 8000, None), "problem 'translate_files', not 'translate_ende'; give the "
+                                                        "--problem"),
+        (("translate_files", "other", 8000, None), "model 'transformer', not 'other'; give the --model"),
+        (("translate_files", "transformer", 8001, None), "vocab_size 8000, not 8001"),
+        (("translate_files", "transformer", 8000, "sentencepiece-sha256:bb"),
+         "vocabulary 'sentencepiece-sha256:aa', not 'sentencepiece-sha256:bb'; give the --data_dir"),
+    ]:
+        with pytest.raises(checkpoints.CheckpointError, match=message):
+            checkpoints.check_trained_with(model_dir, *given)
+
+
 def test_averaged_transformer_loads_with_load_model(tmp_path):
     """The decoder's and exporter's entry point restores an averaged Transformer checkpoint."""
     hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")

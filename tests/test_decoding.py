@@ -93,6 +93,25 @@ def test_early_stopping_keeps_the_exhaustive_best(seed):
     assert scores.numpy()[0, 0] == pytest.approx(best_score, rel=1e-5)
 
 
+def test_stop_early_ends_the_search_once_nothing_alive_can_win():
+    """§6.1 "terminate early when possible": EOS first (P ≈ 1) outscores anything that could still come.
+
+    With stop_early the search ends after that one step: the best alive hypothesis, log P ≈ log 1e-4,
+    cannot beat it even at the limit's length penalty. Without it, the search goes on until the
+    finished set is full (tensor2tensor's meaning), and the result is the same.
+    """
+    probs = np.full((10, 4, 4), 1e-4)
+    probs[:, :, EOS] = 1 - 3e-4
+    steps = {}
+    for stop_early in (True, False):
+        ids, scores = decoding.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 10, 4, 0.6,
+                                           states=empty_prefix(1), stop_early=stop_early)
+        steps[stop_early] = ids.shape[-1]
+        assert hypothesis(ids.numpy()[0, 0], 10) == [EOS]
+        assert scores.numpy()[0, 0] == pytest.approx(math.log(1 - 3e-4) / ((5 + 1) / 6) ** 0.6, abs=1e-6)
+    assert steps[True] == 1 and steps[False] > 1
+
+
 def test_alpha_flips_the_ranking_where_the_formula_says():
     # "EOS" now (p=0.6, |Y|=1) against "2 2 EOS" (p=0.39·0.98·0.98, |Y|=3): the longer one wins
     # once log(p_long) / ((5+3)/6)^α > log(p_short) / ((5+1)/6)^α, i.e. α > α*.
@@ -231,4 +250,10 @@ def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
 def test_an_empty_input_decodes(model, inputs):
     ids, scores = decoding.decode_batch(model, np.array(inputs, np.int32), beam_size=4, alpha=0.6, extra_length=2)
     assert ids.shape[0] == len(inputs) and np.all(np.isfinite(scores))
-    assert ids.shape[1] <= 3 + 2
+    for row, source in zip(ids, inputs):  # each row within its own limit: real input length + extra_length
+        assert np.count_nonzero(row) <= np.count_nonzero(source) + 2
+    if len(inputs) == 2:  # the all-padding row does not disturb its neighbour
+        alone_ids, alone_scores = decoding.decode_batch(model, np.array(inputs[1:], np.int32), beam_size=4,
+                                                        alpha=0.6, extra_length=2)
+        np.testing.assert_array_equal(ids[1, :alone_ids.shape[1]], alone_ids[0])
+        np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)

@@ -90,6 +90,16 @@ def test_tf_config_selects_multi_worker(monkeypatch):
         distribution.strategy_for(1)
 
 
+def test_time_bounds_are_refused_across_workers(monkeypatch):
+    """Each worker's clock would stop or save at its own step, leaving the others on a collective."""
+    distribution.check_clock_free(train_minutes=10, save_checkpoints_secs=600)  # one process: fine
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}')
+    distribution.check_clock_free(train_minutes=0, save_checkpoints_secs=0)
+    for minutes, seconds in ((10, 0), (0, 600)):
+        with pytest.raises(ValueError, match="--train_minutes and --save_checkpoints_secs .* use --train_steps"):
+            distribution.check_clock_free(train_minutes=minutes, save_checkpoints_secs=seconds)
+
+
 def test_only_the_chief_saves_into_output_dir():
     class Resolver:
         def __init__(self, task_type, task_id):

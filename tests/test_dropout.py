@@ -76,6 +76,18 @@ def test_under_xla_the_layer_draws_hash_masks_from_its_seed_generator():
     assert (layer.seed_generator.state.numpy() != seed).any(), "each call must advance the seed"
 
 
+def test_xla_mask_is_the_documented_hash_of_index_and_seed():
+    """Kept iff h(i, s) = mix(mix(i ⊕ s₀) ⊕ s₁) ≥ round(P_drop · 2³²), kept values scaled by 1/(1 − P_drop)."""
+    layer = Dropout(0.2, seed=11)
+    x = tf.random.stateless_normal((4, 6, 16), seed=[1, 2]).numpy() + 10.0  # never 0
+    s0, s1 = (int(value) & 0xFFFFFFFF for value in layer.seed_generator.state.numpy()[:2])
+    threshold = round(0.2 * 2**32)
+    keep = np.array([lowbias32(lowbias32(i ^ s0) ^ s1) >= threshold for i in range(x.size)]).reshape(x.shape)
+    got = under_xla(layer, x)
+    np.testing.assert_array_equal(got != 0, keep)
+    np.testing.assert_allclose(got[keep], x[keep] / 0.8, rtol=1e-6)
+
+
 def test_without_xla_the_layer_is_keras_dropout():
     ours, theirs = Dropout(0.3, seed=5), keras.layers.Dropout(0.3, seed=5)
     x = tf.random.stateless_normal((8, 10, 16), seed=[3, 4])

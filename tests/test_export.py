@@ -137,7 +137,8 @@ results = []
 for batch in requests["text"]:
     out = translate(inputs=tf.constant(batch, tf.string))
     results.append({"outputs": [text.decode("utf-8") for text in out["outputs"].numpy()],
-                    "scores": out["scores"].numpy().tolist()})
+                    "scores": out["scores"].numpy().tolist(),
+                    "input_truncated": out["input_truncated"].numpy().tolist()})
 ids_out = loaded.signatures["translate_ids"](inputs=tf.constant(requests["ids"], tf.int32))
 
 # TF Serving's C++ loader: restore the variables and run the init op in a session, then feed the
@@ -152,7 +153,8 @@ with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
 print(json.dumps({
     "project_importable": project_importable,
     "text": results,
-    "ids": {"outputs": ids_out["outputs"].numpy().tolist(), "scores": ids_out["scores"].numpy().tolist()},
+    "ids": {"outputs": ids_out["outputs"].numpy().tolist(), "scores": ids_out["scores"].numpy().tolist(),
+            "input_truncated": ids_out["input_truncated"].numpy().tolist()},
     "session": {"outputs": [text.decode("utf-8") for text in session_out["outputs"]],
                 "scores": session_out["scores"].tolist()},
 }))
@@ -199,6 +201,9 @@ def test_long_input_is_truncated_to_max_input_length(served, setup):
     assert len(vocab.encode(long_sentence())) > keep
     truncated = vocab.decode(vocab.encode(long_sentence())[:keep])
     assert answers["text"][0]["outputs"][3] == library_translations(setup, [truncated])[0][0]
+    # The client is told which inputs were cut: only the long sentence of the mixed batch.
+    assert answers["text"][0]["input_truncated"] == [index == 3 for index in range(6)]
+    assert not any(answers["text"][1]["input_truncated"] + answers["ids"]["input_truncated"])
 
 
 def test_word_reversal_and_eos_survive_export(served, setup):
@@ -274,8 +279,13 @@ def test_exporter_flag_errors(setup, tmp_path):
         run_exporter([flag for flag in setup["flags"] if not flag.startswith("--export_dir")])
     with pytest.raises(exporter.flags.UsageError, match="not a SentencePiece model"):
         run_exporter(["--problem=algorithmic_reverse", f"--export_dir={tmp_path}"] + setup["flags"][1:3] + setup["flags"][4:6])
-    with pytest.raises(exporter.flags.UsageError, match="max_input_leng"):
+    with pytest.raises(exporter.flags.UsageError, match="--decode_hparams: .*max_input_leng"):
         run_exporter(setup["flags"][:-1] + ["--decode_hparams=max_input_lenght=5", f"--export_dir={tmp_path}"])
+    with pytest.raises(exporter.flags.UsageError, match="--hparams: Unknown hparam 'hidden_sise'"):
+        run_exporter(setup["flags"] + ["--hparams=hidden_sise=3", f"--export_dir={tmp_path}"])
+    with pytest.raises(exporter.flags.UsageError, match="--model: .*transformr"):
+        run_exporter(setup["flags"] + ["--model=transformr", f"--export_dir={tmp_path}"])
+    assert os.listdir(tmp_path) == []
 
 
 def test_export_hparams_follow_the_decoder_precedence():

@@ -38,10 +38,18 @@ def test_unparsable_value_names_the_hparam(override):
 
 
 @pytest.mark.parametrize("override", ["pos=rotary", "norm_position=middle", "num_heads=7",
-                                      "layer_prepostprocess_dropout=1.5", "activation_dtype=int8"])
+                                      "layer_prepostprocess_dropout=1.5", "activation_dtype=int8",
+                                      "learning_rate=0", "learning_rate=nan", "optimizer_adam_beta1=1.0",
+                                      "optimizer_adam_beta2=-0.1", "optimizer_adam_epsilon=0",
+                                      "clip_grad_norm=-1"])
 def test_out_of_range_values_are_rejected(override):
-    with pytest.raises(HParamsError):
+    with pytest.raises(HParamsError, match=override.split('=')[0]):  # the message names the hparam
         HParams().override(override)
+
+
+def test_a_name_given_twice_is_an_error():
+    with pytest.raises(HParamsError, match="num_heads is given twice"):
+        HParams().override("num_heads=16,hidden_size=1024,num_heads=8")
 
 
 def test_frozen():

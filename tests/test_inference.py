@@ -12,7 +12,8 @@ from absl import flags as absl_flags
 from t2t_lite import checkpoints, datagen, decoding, registry
 from t2t_lite.cli import decoder as decoder_cli
 from t2t_lite.hparam import HParamsError
-from t2t_lite.inference import DecodeHParams, decode_hparams, read_input_lines, translate
+from t2t_lite.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
+from t2t_lite.text_lines import read_lines as read_input_lines
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
@@ -80,6 +81,20 @@ def test_settings_hparams_then_problem_then_flag(trained):
         decode_hparams(base, problem, "beam_sise=5")
 
 
+def test_learned_positions_stop_a_line_longer_than_their_table(trained):
+    """pos=emb has max_length + extra_length positions; a line that would need more is named, not decoded."""
+    problem, _, data_dir, _ = trained
+    hparams = HPARAMS.replace(pos="emb", max_length=8, extra_length=2)
+    model = checkpoints.build_model(hparams, problem.vocab_size(data_dir))
+    vocabulary = problem.vocabulary(data_dir)
+    settings = DecodeHParams(beam_size=1, extra_length=2)
+    (fits,) = translate(model, vocabulary, ["1 2 3 4 5 6 7"], settings, progress=False)  # 8 ids + 2 = 10
+    assert len(fits.hypotheses[0].split()) <= 10  # input length + extra_length, EOS included
+    with pytest.raises(InputTooLongError, match=r"input line 2 has 9 ids .* would need 11 positions, but the "
+                                                r"learned position table \(pos=emb\) has 10"):
+        translate(model, vocabulary, ["1", "1 2 3 4 5 6 7 8"], settings, progress=False)
+
+
 def run_decoder(*argv):
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-decoder", *argv])
@@ -96,7 +111,23 @@ def test_cli_decodes_a_file_one_line_per_input_line(trained, tmp_path):
     run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
                 f"--decode_from_file={source}", "--decode_hparams=beam_size=2,extra_length=3")
     default_output = f"{source}.transformer.hparams.algorithmic_reverse.beam2.alpha0.0.decodes"
-    assert len(read_input_lines(default_output)) == 4
+    lines = read_input_lines(str(source))
+    expected = translate(trained[1], problem.vocabulary(data_dir), lines,
+                         DecodeHParams(beam_size=2, alpha=0.0, extra_length=3), progress=False)
+    assert read_input_lines(default_output) == [translation.hypotheses[0] for translation in expected]
+
+
+def test_cli_checkpoint_path_may_be_a_prefix_or_a_directory(trained, tmp_path):
+    """--checkpoint_path=DIR reads DIR/hparams.json and DIR's latest checkpoint; DIR/ckpt-7 the same."""
+    _, _, data_dir, output_dir = trained
+    source = tmp_path / "in.txt"
+    source.write_text("3 4 5\n1 2\n")
+    outputs = []
+    for path in (output_dir, os.path.join(output_dir, "ckpt-7")):
+        outputs.append(tmp_path / f"out{len(outputs)}.txt")
+        run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--checkpoint_path={path}",
+                    f"--decode_from_file={source}", f"--decode_to_file={outputs[-1]}")
+    assert outputs[0].read_text() == outputs[1].read_text() and len(outputs[0].read_text().splitlines()) == 2
 
 
 def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
@@ -126,11 +157,38 @@ def test_cli_without_checkpoint_names_the_flags(trained):
         run_decoder("--problem=algorithmic_reverse", f"--data_dir={trained[2]}")
 
 
-def test_invalid_utf8_input_names_file_and_line(tmp_path):
-    path = tmp_path / "bad.txt"
-    path.write_bytes(b"fine\nbad \xff byte\n")
-    with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
-        read_input_lines(str(path))
+def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
+    """Each mistake stops with the flag (or file) to fix, before any output is written."""
+    _, _, data_dir, output_dir = trained
+    source = tmp_path / "in.txt"
+    source.write_text("3 4 5\n")
+    common = ("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}")
+    cases = [
+        (("--decode_hparams=beam_size=0", f"--decode_from_file={source}"), "--decode_hparams: beam_size"),
+        ((f"--decode_from_file={tmp_path / 'missing.txt'}",), "--decode_from_file: .*missing.txt"),
+        ((f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'no' / 'out.txt'}"),
+         "--decode_to_file: the directory .*/no of .* does not exist"),
+        ((f"--decode_from_file={source}", f"--decode_to_file={source}"), "is --decode_from_file"),
+        (("--model=transformr", f"--decode_from_file={source}"), "--model: .*transformr"),
+        (("--hparams=hidden_size=64", f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}"),
+         "ckpt-7: its weights do not fit the model these hparams build"),
+        (("--decode_interactive", f"--decode_from_file={source}"), "--decode_interactive reads stdin"),
+    ]
+    empty = tmp_path / "empty_data"  # the algorithmic vocabulary needs no file, the split does
+    empty.mkdir()
+    cases.append(((f"--data_dir={empty}", f"--decode_to_file={tmp_path / 'test.decodes'}"),
+                  "--decode_split=test: No test data .*Run t2t-datagen"))
+    absl_flags.FLAGS.unparse_flags()
+    for argv, message in cases:
+        with pytest.raises(decoder_cli.t2t_flags.UsageError, match=message):
+            run_decoder(*common, *argv)
+    assert source.read_text() == "3 4 5\n"
+    assert sorted(os.listdir(tmp_path)) == ["empty_data", "in.txt"]
+    # Same vocabulary size, another problem: the checkpoint's problem.json says which one it was trained on.
+    with pytest.raises(decoder_cli.t2t_flags.UsageError, match="trained with problem 'algorithmic_reverse', "
+                                                               "not 'algorithmic_identity'"):
+        run_decoder("--problem=algorithmic_identity", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+                    f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}")
 
 
 def test_interactive_reads_stdin_until_end(trained):

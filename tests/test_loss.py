@@ -73,7 +73,10 @@ def test_eval_metrics_count_tokens_and_whole_sequences():
     metrics = loss.eval_metrics(loss.eval_sums(logits, targets, 0.1))
     assert metrics["accuracy"] == pytest.approx(5 / 6)
     assert metrics["accuracy_per_sequence"] == pytest.approx(1 / 2)
-    assert metrics["perplexity"] == pytest.approx(np.exp(-metrics["neg_log_perplexity"]))
+    expected_loss, nll = dense_smoothed_cross_entropy(logits.astype(np.float64), targets, 0.1)
+    assert metrics["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    assert metrics["neg_log_perplexity"] == pytest.approx(-nll.mean(), rel=1e-5)  # over the 6 real tokens
+    assert metrics["perplexity"] == pytest.approx(np.exp(nll.mean()), rel=1e-5)
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.1])

@@ -45,6 +45,14 @@ def test_parameter_count_matches_table_3(set_name, overrides, paper_millions):
     assert abs(count / 1e6 - paper_millions) / paper_millions < 0.07
 
 
+def test_pre_norm_adds_a_final_layer_norm_to_each_stack():
+    """Pre-norm (x + Sublayer(LN(x))) leaves each stack's output unnormalised, so each gets one more LN."""
+    hp = registry.hparams("transformer_tiny")
+    assert Transformer(hp, 100).count_params() == expected_parameters(hp, 100)
+    pre = hp.replace(norm_position="pre")
+    assert Transformer(pre, 100).count_params() == expected_parameters(hp, 100) + 2 * (2 * hp.hidden_size)
+
+
 def tiny(**changes):
     hp = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4, **changes)
     return Transformer(hp, vocab_size=50)

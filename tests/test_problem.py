@@ -148,6 +148,22 @@ def test_bad_corpus_files_name_the_file_and_line(tmp_path, source, target, messa
         TinyFiles().text_pairs(str(tmp_path), "train")
 
 
+def test_a_split_with_every_pair_dropped_is_not_written(tmp_path):
+    """Empty shards would pass for a complete split and be reused after the raw data was fixed."""
+    tmp_dir, data_dir = str(tmp_path / "raw"), str(tmp_path / "data")
+    pairs = sentence_pairs()
+    write_corpus(tmp_dir, "train", pairs[:80])
+    write_corpus(tmp_dir, "dev", [("", "leer"), ("nichts", "")])
+    with pytest.raises(datagen.EmptySplitError, match=r"files dev: no pair left to write; nothing written. "
+                                                      r"Dropped: 2 empty side. Check the raw dev data in "
+                                                      r"--tmp_dir=.*raw"):
+        datagen.generate(TinyFiles(), data_dir, tmp_dir)
+    assert not [name for name in os.listdir(data_dir) if "-dev-" in name]
+    write_corpus(tmp_dir, "dev", pairs[80:85])
+    report = datagen.generate(TinyFiles(), data_dir, tmp_dir)
+    assert report.reused == ["train"] and report.written["dev"] == 5
+
+
 def test_missing_training_file_names_it(tmp_path):
     with pytest.raises(CorpusError, match="train.src is missing"):
         TinyFiles().text_pairs(str(tmp_path), "train")

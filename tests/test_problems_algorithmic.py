@@ -2,11 +2,23 @@
 
 from t2t_lite import datagen, input_pipeline, registry
 from t2t_lite.input_pipeline import batched_dataset
-from t2t_lite.problems.algorithmic import AlgorithmicReverse
+from t2t_lite.problems.algorithmic import AlgorithmicIdentity, AlgorithmicReverse
 
 
 class SmallReverse(AlgorithmicReverse):
     num_examples = {"train": 300, "dev": 50, "test": 50}
+
+
+class SmallIdentity(AlgorithmicIdentity):
+    num_examples = {"train": 30, "dev": 5, "test": 5}
+
+
+def test_identity_targets_are_the_inputs(tmp_path):
+    datagen.generate(SmallIdentity(), str(tmp_path), str(tmp_path / "tmp"))
+    examples = list(SmallIdentity().dataset("train", str(tmp_path)).as_numpy_iterator())
+    assert len(examples) == 30
+    for example in examples:
+        assert list(example["targets"]) == list(example["inputs"]) and example["inputs"][-1] == 1
 
 
 def test_targets_are_reversed_inputs(tmp_path):

@@ -81,6 +81,26 @@ def test_reader_agrees_with_the_standard_library(locale_dir):
     assert dict(read_mo(latin))["Overwrite file?"] == "Datei überschreiben?"
 
 
+def test_a_corrupt_catalog_is_named(tmp_path):
+    """A truncated .mo or an unknown charset stops with the file's path, not a struct error."""
+    path = str(tmp_path / "cut.mo")
+    write_mo(path, COREUTILS)
+    with open(path, "rb") as file:
+        whole = file.read()
+    for cut in (40, len(whole) - 30):  # inside the tables; inside the strings
+        with open(path, "wb") as file:
+            file.write(whole[:cut])
+        with pytest.raises(ValueError, match=f"{path}: .*truncated or corrupt"):
+            read_mo(path)
+    write_mo(path, COREUTILS, charset="UTF-8")
+    with open(path, "rb") as file:
+        renamed = file.read().replace(b"charset=UTF-8", b"charset=NOPE-8")
+    with open(path, "wb") as file:
+        file.write(renamed)
+    with pytest.raises(ValueError, match=f"{path}: declares charset 'NOPE-8'"):
+        read_mo(path)
+
+
 def test_pairs_plurals_accelerators_placeholders(locale_dir):
     problem = TranslateEndeGettext(locale_dir=locale_dir)
     pairs = set(pair for split in ("train", "dev", "test") for pair in problem.text_pairs("", split))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import checkpoints, input_pipeline, registry, trainer
+from t2t_lite import checkpoints, input_pipeline, loss, registry, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
@@ -203,6 +203,83 @@ def test_speed_switches_train(reverse_data, tmp_path, overrides):
     assert np.mean([losses[s] for s in (10, 11, 12)]) < np.mean([losses[s] for s in (1, 2, 3)]) - 0.2
 
 
+def test_xla_step_equals_the_plain_step(reverse_data, tmp_path):
+    """Projecting every position and masking padding (XLA) gives the plain step's loss and update.
+
+    The plain step projects only the real target tokens; with dropout off and one seed, the
+    two runs must log the same losses step after step (equal weights after each update).
+    """
+    runs = {}
+    for name, switch in (("plain", ""), ("xla", ",xla_compile=true")):
+        overrides = SMALL + ",learning_rate=2,layer_prepostprocess_dropout=0.0" + switch
+        train(reverse_data, str(tmp_path / name), overrides=overrides, train_steps=4, save_checkpoints_steps=100)
+        runs[name] = logged_scalars(str(tmp_path / name))
+    assert sorted(runs["plain"]) == sorted(runs["xla"]) == [1, 2, 3, 4]
+    for step in range(1, 5):
+        assert runs["xla"][step] == pytest.approx(runs["plain"][step], rel=1e-4), step
+    assert runs["plain"][4] < runs["plain"][1]  # the weights did move
+
+
+def test_resuming_with_other_settings_stops_naming_them(reverse_data, tmp_path):
+    """Another --hparams or --problem on a run's --output_dir stops before restoring or writing anything."""
+    output_dir = str(tmp_path / "run")
+    train(reverse_data, output_dir, train_steps=2)
+    recorded = open(os.path.join(output_dir, "hparams.json")).read()
+    latest = tf.train.latest_checkpoint(output_dir)
+    with pytest.raises(checkpoints.CheckpointError,
+                       match=r"other hparams \(layer_prepostprocess_dropout 0.1 → 0.3\).*or give a new --output_dir"):
+        train(reverse_data, output_dir, overrides=SMALL + ",layer_prepostprocess_dropout=0.3", train_steps=4)
+    hparams = registry.hparams("transformer_tiny").override(SMALL)
+    with pytest.raises(checkpoints.CheckpointError, match="trained with problem 'algorithmic_reverse', not "
+                                                          "'algorithmic_identity'"):
+        trainer.train_and_evaluate(registry.problem("algorithmic_identity"), hparams, reverse_data, output_dir,
+                                   train_steps=4, schedule="train", log=lambda message: None)
+    assert open(os.path.join(output_dir, "hparams.json")).read() == recorded
+    assert tf.train.latest_checkpoint(output_dir) == latest
+    train(reverse_data, output_dir, train_steps=4)  # the same settings resume
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
+
+
+def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, tmp_path):
+    """schedule=evaluate: the dev metrics of the checkpoint's weights over the whole dev split, once."""
+    output_dir = str(tmp_path / "run")
+    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint to evaluate"):
+        train(reverse_data, output_dir, schedule="evaluate")
+    train(reverse_data, output_dir, train_steps=4)
+    listed = checkpoints.all_checkpoints(output_dir)
+    metrics = train(reverse_data, output_dir, schedule="evaluate", eval_steps=0)
+    assert checkpoints.all_checkpoints(output_dir) == listed
+
+    hparams = checkpoints.read_hparams(output_dir)
+    model = checkpoints.load_model(output_dir, hparams, 12)
+    problem = registry.problem("algorithmic_reverse")
+    totals = {}
+    for batch in input_pipeline.batched_dataset(problem, "dev", reverse_data, hparams, shuffle=False, repeat=False):
+        for name, value in loss.eval_sums(model(batch, training=False), batch["targets"], 0.1).items():
+            totals[name] = totals.get(name, 0.0) + float(value)
+    assert totals["sequences"] == 500  # the whole dev split of algorithmic_reverse
+    for name, value in loss.eval_metrics(totals).items():
+        assert metrics[name] == pytest.approx(value, rel=1e-5), name
+
+
+def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp_path, monkeypatch):
+    """§6.1's checkpoints "written at 10-minute intervals": --save_checkpoints_secs, on a clock
+    that advances 100 s per update, saves every third update (and the last), not every 2nd step."""
+    clock = [1000.0]
+    one_update = trainer._one_update
+
+    def slow_update(*args):
+        clock[0] += 100.0
+        return one_update(*args)
+
+    monkeypatch.setattr(trainer, "_one_update", slow_update)
+    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+    output_dir = str(tmp_path / "run")
+    train(reverse_data, output_dir, train_steps=8, save_checkpoints_steps=2, save_checkpoints_secs=250)
+    saved = [checkpoints.checkpoint_step(path) for path in checkpoints.all_checkpoints(output_dir)]
+    assert saved == [0, 3, 6, 8]
+
+
 def run_cli(argv):
     from absl import flags as absl_flags
 
@@ -226,6 +303,12 @@ def run_cli(argv):
       "--worker_gpu=64"], "--worker_gpu"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--generate_data"], "--tmp_dir"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--model=transformr"], "--model"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--checkpoint_path=old/ckpt-5"], "--checkpoint_path=old/ckpt-5: t2t-trainer resumes"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
 ])
 def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
     monkeypatch.chdir(tmp_path)
@@ -255,7 +338,7 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     data_dir, output_dir = str(tmp_path / "data"), str(tmp_path / "train")
     with tfds.testing.mock_data(num_examples=24):
         datagen.generate(TinyEnde(), data_dir, str(tmp_path / "tmp"))
-    hparams = registry.hparams("transformer_tiny").override(SMALL + ",max_length=64,batch_size=512")
+    hparams = registry.hparams("transformer_tiny").override(SMALL.replace("batch_size=128", "batch_size=512") + ",max_length=64")
     metrics = trainer.train_and_evaluate(TinyEnde(), hparams, data_dir, output_dir, train_steps=1, eval_steps=1,
                                          log=lambda message: None)
     assert set(metrics) >= {"loss", "perplexity", "accuracy"} and np.isfinite(metrics["loss"])

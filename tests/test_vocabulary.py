@@ -86,6 +86,15 @@ def test_small_corpus_learns_a_smaller_vocabulary_instead_of_failing(tmp_path):
     assert vocabulary.decode(vocabulary.encode(HARD_STRINGS[0])) == HARD_STRINGS[0]
 
 
+def test_fingerprint_tells_same_size_vocabularies_apart(vocabulary, tmp_path):
+    """A vocabulary trained on other text has the same size (it is configured) but other pieces."""
+    other = train_vocabulary([line.upper() for line in TRAINING_TEXT], str(tmp_path / "other.model"), vocab_size=320)
+    assert other.vocab_size == vocabulary.vocab_size
+    assert other.fingerprint != vocabulary.fingerprint
+    assert Vocabulary(vocabulary.model_path).fingerprint == vocabulary.fingerprint  # the file, not the object
+    assert SymbolVocabulary(10).fingerprint != SymbolVocabulary(11).fingerprint
+
+
 def test_missing_vocabulary_says_how_to_create_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="t2t-datagen"):
         Vocabulary(str(tmp_path / "vocab.nothing.model"))

@@ -3,7 +3,10 @@
     t2t-avg-all --model_dir=$TRAIN_DIR --output_dir=$TRAIN_DIR/avg --n=5    # base; --n=20 for big
 
 The result is a checkpoint `ckpt-<newest step>` in --output_dir with hparams.json and
-problem.json beside it, which t2t-decoder and t2t-exporter load like any other.
+problem.json beside it, which t2t-decoder and t2t-exporter load like any other. Averages
+of later steps join earlier ones there (all listed, the newest loaded by default); it
+never overwrites: --output_dir must not be --model_dir, must not hold an average of the
+same step already, nor averages of another model.
 """
 
 from absl import app, flags as absl_flags

@@ -24,7 +24,7 @@ def main(argv):
     flags.require("translation", "reference")
     try:
         print(bleu.evaluate_files(FLAGS.translation, FLAGS.reference))
-    except (OSError, bleu.LineCountError) as error:
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8 (file:line), or line counts differ
         raise flags.UsageError(str(error)) from None
 
 

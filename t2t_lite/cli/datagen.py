@@ -27,7 +27,8 @@ def main(argv):
     tmp_dir = os.path.expanduser(flags.FLAGS.tmp_dir)
     try:
         datagen.generate(problem, data_dir, tmp_dir)
-    except (FileNotFoundError, CorpusError) as error:  # raw data missing or unusable: say which and stop
+    # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.
+    except (FileNotFoundError, CorpusError, ValueError) as error:
         raise flags.UsageError(str(error)) from None
 
 

@@ -11,7 +11,7 @@ import os
 
 from absl import app, flags
 
-from t2t_lite import checkpoints, inference, registry
+from t2t_lite import checkpoints, inference, registry, text_lines
 from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.hparam import HParamsError
 
@@ -29,30 +29,83 @@ def main(argv):
     t2t_flags.require("problem", "data_dir")
     model_dir = t2t_flags.trained_model_dir()
     problem = t2t_flags.problem_from_flags()
+    t2t_flags.check_model_flag()
+    if FLAGS.decode_interactive and (FLAGS.decode_from_file or FLAGS.decode_to_file):
+        raise t2t_flags.UsageError("--decode_interactive reads stdin and prints to stdout: leave out "
+                                   "--decode_from_file and --decode_to_file, or --decode_interactive.")
+    hparams, settings = _settings(problem, model_dir)
+    # Everything a typo can break is checked before the model is loaded and hours are spent decoding.
+    lines = _read_lines() if FLAGS.decode_from_file else None
+    output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
     try:
-        hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
-        settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except (HParamsError, registry.RegistryError, checkpoints.CheckpointError) as error:
-        raise t2t_flags.UsageError(f"--hparams_set/--hparams/--decode_hparams: {error}") from None
-    model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
-                                 FLAGS.model)
-    vocabulary = problem.vocabulary(FLAGS.data_dir)
+        vocabulary = problem.vocabulary(FLAGS.data_dir)
+        model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
+                                     FLAGS.model)
+    except FileNotFoundError as error:  # CheckpointError too
+        raise t2t_flags.UsageError(str(error)) from None
     if FLAGS.decode_interactive:
         inference.decode_interactive(model, vocabulary, settings)
         return
-    if FLAGS.decode_from_file:
-        lines = inference.read_input_lines(FLAGS.decode_from_file)
-        translations = inference.translate(model, vocabulary, lines, settings)
-        output = FLAGS.decode_to_file or inference.default_output_path(
-            FLAGS.decode_from_file, FLAGS.model, FLAGS.hparams_set, problem.name, settings)
+    if lines is not None:
+        try:
+            translations = inference.translate(model, vocabulary, lines, settings)
+        except inference.InputTooLongError as error:
+            raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         inference.write_lines(output, (t.line(settings.return_beams) for t in translations))
     else:
-        output = FLAGS.decode_to_file or os.path.join(model_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
-        translations = inference.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings, output)
+        try:
+            translations = inference.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings,
+                                                  output)
+        except (FileNotFoundError, inference.InputTooLongError) as error:
+            raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
     print(f"Wrote {len(translations)} decodings to {output}")
     if FLAGS.attention_dir:
         written = inference.attention_pictures(model, vocabulary, translations, FLAGS.attention_dir)
         print(f"Wrote {len(written)} attention pictures to {FLAGS.attention_dir}")
+
+
+def _settings(problem, model_dir):
+    """The model's hparams and the decoding settings, with errors that name their flag."""
+    try:
+        hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
+    except registry.RegistryError as error:
+        raise t2t_flags.UsageError(f"--hparams_set: {error}") from None
+    except HParamsError as error:
+        raise t2t_flags.UsageError(f"--hparams: {error}") from None
+    except checkpoints.CheckpointError as error:
+        raise t2t_flags.UsageError(f"{error} (or give --hparams_set and --hparams)") from None
+    try:
+        return hparams, inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
+    except (HParamsError, ValueError) as error:
+        message = str(error)
+        raise t2t_flags.UsageError(message if message.startswith("--decode_hparams") else
+                                   f"--decode_hparams: {message}") from None
+
+
+def _read_lines():
+    try:
+        return text_lines.read_lines(FLAGS.decode_from_file)
+    except (OSError, ValueError) as error:
+        raise t2t_flags.UsageError(f"--decode_from_file: {error}") from None
+
+
+def _output_path(problem, model_dir, settings):
+    """Where the decodings go; its directory must exist and it must not be the input file."""
+    if FLAGS.decode_from_file:
+        output = FLAGS.decode_to_file or inference.default_output_path(
+            FLAGS.decode_from_file, FLAGS.model, FLAGS.hparams_set, problem.name, settings)
+    else:
+        output = FLAGS.decode_to_file or os.path.join(model_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
+    flag = "--decode_to_file" if FLAGS.decode_to_file else "--decode_from_file/--output_dir"
+    directory = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(directory):
+        raise t2t_flags.UsageError(f"{flag}: the directory {directory} of {output} does not exist; create it first.")
+    if FLAGS.decode_from_file and os.path.exists(output) and os.path.samefile(output, FLAGS.decode_from_file):
+        raise t2t_flags.UsageError(f"--decode_to_file={output} is --decode_from_file: the decodings would replace "
+                                   f"the input. Give another file.")
+    if os.path.exists(output):
+        print(f"{output} exists: it will be replaced by this run's decodings.")
+    return output
 
 
 def console_main():

@@ -24,13 +24,21 @@ def main(argv):
     flags.require("problem", "data_dir", "export_dir")
     model_dir = flags.trained_model_dir()
     problem = flags.problem_from_flags()
+    flags.check_model_flag()
     try:
         hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
+    except registry.RegistryError as error:
+        raise flags.UsageError(f"--hparams_set: {error}") from None
+    except HParamsError as error:
+        raise flags.UsageError(f"--hparams: {error}") from None
+    except checkpoints.CheckpointError as error:
+        raise flags.UsageError(f"{error} (or give --hparams_set and --hparams)") from None
+    try:
         export.export_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
                             FLAGS.export_dir, FLAGS.decode_hparams, FLAGS.model)
-    except (HParamsError, registry.RegistryError) as error:
-        raise flags.UsageError(f"--hparams_set/--hparams/--decode_hparams: {error}") from None
-    except (checkpoints.CheckpointError, export.ExportError, ValueError) as error:
+    except HParamsError as error:
+        raise flags.UsageError(f"--decode_hparams: {error}") from None
+    except (FileNotFoundError, export.ExportError, ValueError) as error:  # CheckpointError is a FileNotFoundError
         raise flags.UsageError(str(error)) from None
 
 

@@ -56,7 +56,11 @@ def trained_model_dir() -> str:
     """The training directory of --output_dir or --checkpoint_path (where hparams.json lies)."""
     if not (FLAGS.output_dir or FLAGS.checkpoint_path):
         raise UsageError("Give --output_dir (the training directory) or --checkpoint_path.")
-    return FLAGS.output_dir or os.path.dirname(FLAGS.checkpoint_path)
+    if FLAGS.output_dir:
+        return FLAGS.output_dir
+    if os.path.isdir(FLAGS.checkpoint_path):  # a directory: its latest checkpoint
+        return FLAGS.checkpoint_path
+    return os.path.dirname(FLAGS.checkpoint_path)
 
 
 def hparams_from_flags():
@@ -69,6 +73,14 @@ def hparams_from_flags():
         return hparams.override(FLAGS.hparams)
     except HParamsError as error:
         raise UsageError(f"--hparams: {error}") from None
+
+
+def check_model_flag() -> None:
+    """Stops on an unknown --model before any work."""
+    try:
+        registry.model(FLAGS.model)
+    except registry.RegistryError as error:
+        raise UsageError(f"--model: {error}") from None
 
 
 def problem_from_flags():

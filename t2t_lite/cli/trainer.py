@@ -3,14 +3,13 @@
     t2t-trainer --problem=translate_ende --hparams_set=transformer_base \\
         --data_dir=$DATA_DIR --output_dir=$TRAIN_DIR --train_steps=100000
 
-Rerunning the same command resumes from the latest checkpoint in --output_dir.
+Rerunning the same command resumes from the latest checkpoint in --output_dir; other
+--hparams, --problem or --model there stop with the differences (hparams.json, problem.json).
 """
-
-import os
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import checkpoints, distribution, trainer
+from t2t_lite import checkpoints, datagen, distribution, trainer
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
@@ -19,6 +18,8 @@ absl_flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train for
 absl_flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
 absl_flags.DEFINE_integer("local_eval_frequency", 1000, "Evaluate every this many steps (schedule train_and_evaluate).")
 absl_flags.DEFINE_integer("save_checkpoints_steps", 1000, "Write a checkpoint every this many steps.")
+absl_flags.DEFINE_integer("save_checkpoints_secs", 0, "If > 0, write a checkpoint every this many seconds instead of "
+                          "every --save_checkpoints_steps (§6.1's 10-minute checkpoints: 600).")
 absl_flags.DEFINE_integer("keep_checkpoint_max", 20, "Keep this many latest checkpoints (t2t-avg-all averages them).")
 absl_flags.DEFINE_enum("schedule", "train_and_evaluate", list(trainer.SCHEDULES),
                        "train, evaluate (the latest checkpoint, once) or train_and_evaluate.")
@@ -33,11 +34,15 @@ def _check_flags():
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "worker_gpu"):
         if getattr(FLAGS, name) < 1:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be at least 1.")
-    for name in ("eval_steps", "local_eval_frequency", "train_minutes"):
+    for name in ("eval_steps", "local_eval_frequency", "train_minutes", "save_checkpoints_secs"):
         if getattr(FLAGS, name) < 0:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
     if FLAGS.generate_data:
         flags.require("tmp_dir")
+    if FLAGS.checkpoint_path:  # a user may expect a warm start from it; say what happens instead
+        raise flags.UsageError(f"--checkpoint_path={FLAGS.checkpoint_path}: t2t-trainer resumes from the latest "
+                               f"checkpoint in --output_dir and takes no other; leave the flag out (it is for "
+                               f"t2t-decoder and t2t-exporter).")
 
 
 def main(argv):
@@ -46,17 +51,18 @@ def main(argv):
     _check_flags()
     problem = flags.problem_from_flags()
     hparams = flags.hparams_from_flags()
+    flags.check_model_flag()
     try:
-        if FLAGS.generate_data:
-            os.makedirs(FLAGS.data_dir, exist_ok=True)
-            problem.generate_data(FLAGS.data_dir, FLAGS.tmp_dir)
+        if FLAGS.generate_data:  # as t2t-datagen: prints what was written and dropped
+            datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
         distribution.strategy_for(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
         trainer.train_and_evaluate(
             problem, hparams, FLAGS.data_dir, FLAGS.output_dir, train_steps=FLAGS.train_steps,
             eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
             save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
-            train_minutes=FLAGS.train_minutes, model_name=FLAGS.model)
+            train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
+            save_checkpoints_secs=FLAGS.save_checkpoints_secs)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except trainer.TrainingError as error:

@@ -1,0 +1,34 @@
+"""Text files of one sentence per line, as every t2t-* tool reads them.
+
+A line ends at "\n" only (a "\r" before it is dropped), so line i here is line i for
+`wc -l`, `sed -n i p` and the decoder that wrote the file; `str.splitlines` would also
+split inside a sentence at U+2028, U+0085 or a form feed, shifting every later line
+against its reference. Bytes that are not UTF-8 are an error naming the file and line.
+"""
+
+
+def read_lines(path: str) -> list:
+    """The lines of a UTF-8 text file, without their line ends."""
+    with open(path, "rb") as file:
+        raw_lines = file.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    return [_decode(raw, path, number).rstrip("\r") for number, raw in enumerate(raw_lines, start=1)]
+
+
+def read_text(path: str) -> str:
+    """A whole UTF-8 text file; bad bytes are an error naming their line."""
+    with open(path, "rb") as file:
+        data = file.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        number = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason}).") from None
+
+
+def _decode(raw: bytes, path: str, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None
