@@ -19,7 +19,6 @@ checkpoints ... For the big models, we averaged the last 20 checkpoints."
 import json
 import os
 import re
-import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -75,7 +74,7 @@ def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model
     `vocabulary` is the vocabulary's fingerprint (`Vocabulary.fingerprint`): a vocabulary
     regenerated from other data has the same size but other pieces.
     """
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     _atomic_write(os.path.join(output_dir, HPARAMS_FILE), hparams.to_json())
     info = {"problem": problem_name, "model": model_name, "vocab_size": int(vocab_size)}
     if vocabulary is not None:
@@ -84,30 +83,29 @@ def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model
 
 
 def _atomic_write(path: str, text: str) -> None:
+    # tf.io.gfile, so a model directory may be gs://... as the checkpoints' own files may.
     temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w") as file:
+    with tf.io.gfile.GFile(temporary, "w") as file:
         file.write(text + "\n")
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
 # -- Reading, for the decoder, the exporter and t2t-avg-all ------------------------------
 def read_hparams(model_dir: str) -> HParams:
     path = os.path.join(model_dir, HPARAMS_FILE)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
-    with open(path) as file:
+    with tf.io.gfile.GFile(path) as file:
         return HParams.from_json(file.read())
 
 
 def read_problem_info(model_dir: str) -> dict:
     """{"problem": ..., "model": ..., "vocab_size": ...} as written by t2t-trainer."""
     path = os.path.join(model_dir, PROBLEM_FILE)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
-    with open(path) as file:
-        return json.load(file)
+    with tf.io.gfile.GFile(path) as file:
+        return json.loads(file.read())
 
 
 def checkpoint_path(checkpoint_path_or_dir: str) -> str:
@@ -172,7 +170,7 @@ def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_n
     the shapes agree (another dropout, another number of heads), train on silently and
     overwrite hparams.json, the only record of how the earlier steps were trained.
     """
-    if os.path.exists(os.path.join(output_dir, HPARAMS_FILE)):
+    if tf.io.gfile.exists(os.path.join(output_dir, HPARAMS_FILE)):
         recorded = read_hparams(output_dir).values()
         changed = [f"{name} {recorded.get(name)!r} → {value!r}" for name, value in hparams.values().items()
                    if recorded.get(name) != value]
@@ -186,7 +184,7 @@ def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_n
 
 def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size: int, vocabulary=None) -> None:
     """Stops when problem.json in `model_dir` records another problem, model or vocabulary size."""
-    if not os.path.exists(os.path.join(model_dir, PROBLEM_FILE)):
+    if not tf.io.gfile.exists(os.path.join(model_dir, PROBLEM_FILE)):
         return  # a checkpoint written by other code: the restore itself checks the shapes
     info = read_problem_info(model_dir)
     given = {"problem": (problem_name, "--problem"), "model": (model_name, "--model"),
@@ -252,7 +250,7 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
             value = tf.cast(value, dtype)
         names.append(name)
         tensors.append(tf.convert_to_tensor(value))
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
     # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
     # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
@@ -262,8 +260,8 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
     tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=earlier + [relative])
     for info_file in (HPARAMS_FILE, PROBLEM_FILE):
         source = os.path.join(model_dir, info_file)
-        if os.path.exists(source):
-            shutil.copyfile(source, os.path.join(output_dir, info_file))
+        if tf.io.gfile.exists(source):
+            tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
     left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
     note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
@@ -282,14 +280,14 @@ def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> 
             f"same step). Remove it, or give another --output_dir.")
     for info_file in (HPARAMS_FILE, PROBLEM_FILE):
         mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
-        if os.path.exists(mine) and os.path.exists(theirs) and _read(mine) != _read(theirs):
+        if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):
             raise CheckpointError(
                 f"--output_dir={output_dir}: its {info_file} differs from {theirs}, so it holds averages of "
                 f"another model. Give another --output_dir.")
 
 
 def _read(path: str) -> str:
-    with open(path) as file:
+    with tf.io.gfile.GFile(path) as file:
         return file.read()
 
 

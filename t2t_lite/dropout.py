@@ -17,7 +17,9 @@ transformer_base step; on the 2-core benchmark machine that cost ~60 ms of a ~97
 and the hash, which XLA fuses into the select that applies it, brings the step to ~940 ms
 (docs/benchmarks.md). Without XLA the hash is a dozen separate integer kernels, slower than
 TensorFlow's one Philox kernel, so there (eager or a plain tf.function) the layer keeps
-`keras.random.dropout`. Either way: the same distribution, different bits.
+`keras.random.dropout`. Either way: the same distribution, different bits. Under several
+replicas (tf.distribute) the seed generator is one mirrored variable, so replica r hashes with
+its own s₀ + r·0x9E3779B9: each replica draws its own masks, as one device would for the whole batch.
 """
 
 import math
@@ -72,6 +74,18 @@ def compiled_by_xla() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def replica_in_sync():
+    """(this replica's id, replicas in sync) under tf.distribute; (0, 1) anywhere else."""
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        return 0, 1
+    import tensorflow as tf
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return 0, 1
+    return ops.cast(context.replica_id_in_sync_group, "int64"), context.num_replicas_in_sync
+
+
 def hash_dropout(x, rate: float, seed):
     """Inverted dropout of `x` with keep probability 1 − rate, masks from `random_bits`."""
     kept = ops.greater_equal(random_bits(ops.shape(x), seed), _uint32(drop_threshold(rate)))
@@ -106,6 +120,13 @@ class Dropout(keras.layers.Layer):
     def call(self, inputs, training=False):
         if not (training and self.rate > 0):
             return inputs
+        replica, replicas = replica_in_sync()
+        if replicas > 1:
+            # The seed generator is one mirrored variable: every replica would draw the same masks.
+            # Replica r hashes with s₀ + r·0x9E3779B9 (the golden-ratio constant spreads the streams).
+            seed = ops.cast(self.seed_generator.next(), "int64")
+            seed = seed + ops.cast(ops.stack([replica * 0x9E3779B9, 0]), "int64")
+            return hash_dropout(inputs, self.rate, ops.mod(seed, _TWO_TO_32))
         if compiled_by_xla():
             return hash_dropout(inputs, self.rate, self.seed_generator.next())
         return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)

@@ -147,9 +147,10 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
         "decode_hparams": dataclasses.asdict(settings),
         "hparams": json.loads(hparams.to_json()),
         "signatures": {
-            TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]"},
+            TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]",
+                             "input_truncated": "bool [batch]"},
             IDS_SIGNATURE: {"inputs": "int32 [batch, length]", "outputs": "int32 [batch, length]",
-                            "scores": "float32 [batch]"},
+                            "scores": "float32 [batch]", "input_truncated": "bool [batch]"},
         },
     }
 

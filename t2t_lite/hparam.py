@@ -66,7 +66,7 @@ class HParams:
     # Tokens per optimizer step, reached by gradient accumulation; 0 = one micro-batch. Counted as batch_size
     # does (padded slots of the longer side, as tensor2tensor), so real target tokens are somewhat fewer.
     tokens_per_step: int = 25000
-    max_length: int = 256  # Longest example kept for training, in subword tokens; 0 = no limit.
+    max_length: int = 256  # Longest example kept for training, in subword tokens; 0 = batch_size (tensor2tensor).
     min_length_bucket: int = 8  # Upper bound of the shortest length bucket.
     length_bucket_step: float = 1.1  # Each bucket boundary is this factor above the previous one.
 

@@ -43,7 +43,7 @@ def bucket_boundaries(max_length: int, min_length: int = 8, length_bucket_step: 
 def bucket_lengths(hparams) -> list:
     """The padded lengths of the buckets: the boundaries below max_length, then max_length itself.
 
-    With max_length = 0 (no limit), the longest bucket is batch_size, as in tensor2tensor.
+    With max_length = 0, the longest bucket is batch_size, and training drops longer examples, as tensor2tensor.
     """
     max_length = hparams.max_length or hparams.batch_size
     return bucket_boundaries(max_length, hparams.min_length_bucket, hparams.length_bucket_step) + [max_length]
@@ -70,8 +70,8 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
     dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed)
     if repeat:
         dataset = dataset.repeat()
-    if training and hparams.max_length:
-        dataset = drop_too_long(dataset, hparams.max_length)
+    if training:  # max_length 0 means batch_size, as tensor2tensor: no batch exceeds its token budget
+        dataset = drop_too_long(dataset, hparams.max_length or hparams.batch_size)
     if shuffle:
         dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed)
     dataset = bucket_by_length(dataset, bucket_lengths(hparams), bucket_batch_sizes(hparams, num_replicas),
@@ -95,6 +95,12 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
 
     counted = dataset.scan(tf.constant(0, tf.int64), count)
     return counted.filter(keep).map(lambda example, too_long, dropped: example)
+
+
+def _strip_padding(ids):
+    """ids up to their last non-zero id: trailing padding only, whatever ids sit in between."""
+    positions = tf.range(1, tf.size(ids) + 1, dtype=tf.int32)
+    return ids[:tf.reduce_max(tf.where(tf.not_equal(ids, 0), positions, 0))]
 
 
 def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list, num_replicas: int = 1):
@@ -133,8 +139,8 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
 
     def batch_rows(rows, size):
         """Rows (0-padded or not) -> batches of `size`, each side padded to its bucket length."""
-        real = rows.map(lambda row: {side: ids[:tf.math.count_nonzero(ids, dtype=tf.int32)]
-                                     for side, ids in row.items()}, num_parallel_calls=tf.data.AUTOTUNE)
+        real = rows.map(lambda row: {side: _strip_padding(ids) for side, ids in row.items()},
+                        num_parallel_calls=tf.data.AUTOTUNE)
         batches = real.padded_batch(size, padded_shapes={"inputs": [-1], "targets": [-1]})
         return batches.map(lambda batch: {side: pad_to_bucket(ids) for side, ids in batch.items()},
                            num_parallel_calls=tf.data.AUTOTUNE)

@@ -34,7 +34,7 @@ class Problem(abc.ABC):
     """A registered task: data generation, vocabulary, examples and defaults."""
 
     has_inputs = True  # False for language-model problems (targets only).
-    eval_metrics = []  # Names of the metrics t2t-eval reports, e.g. ["bleu"].
+    eval_metrics = []  # The task's own metrics, for information (e.g. ["bleu"]: score decodes with t2t-bleu).
     num_shards = {"train": 10, "dev": 1, "test": 1}
 
     def __init__(self, was_reversed: bool = False):
@@ -171,6 +171,12 @@ class TextProblem(Problem):
         path = os.path.join(data_dir, self.vocab_filename())
         if os.path.exists(path):
             return Vocabulary(path)
+        encoded = [split for split in datagen.SPLITS if datagen.complete_shards(data_dir, self.base_name, split)]
+        if encoded:  # a new vocabulary would not match the ids in them, and they would be reused
+            raise ValueError(
+                f"{data_dir} holds {self.base_name} {', '.join(encoded)} files but not {self.vocab_filename()}, "
+                f"the vocabulary they were encoded with. Restore it, or remove "
+                f"{datagen.filepattern(data_dir, self.base_name, '*')} to encode everything afresh.")
         pairs = self.text_pairs(tmp_dir, "train")
         if pairs is None:
             raise FileNotFoundError(f"Problem {self.base_name} found no training data in --tmp_dir={tmp_dir}.")

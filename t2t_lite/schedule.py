@@ -94,7 +94,7 @@ def adam_optimizer(hparams) -> keras.optimizers.Optimizer:
     """Adam of §5.3 on the eq. 3 schedule; float16 activations get dynamic loss scaling.
 
     `clip_grad_norm` > 0 clips the global gradient norm (not in the paper). Under several
-    replicas Keras clips each replica's share before summing them, so leave it at 0 there.
+    replicas Keras clips each replica's share before summing them, so the trainer refuses it there.
     """
     optimizer = FusedAdam(
         learning_rate=learning_rate_schedule(hparams),

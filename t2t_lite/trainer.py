@@ -38,8 +38,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, distribution, input_pipeline, loss
-from t2t_lite.schedule import adam_optimizer
+from t2t_lite import checkpoints, datagen, distribution, input_pipeline, loss
+from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
 
@@ -102,6 +102,33 @@ def _loss_sums(model, batch, hparams):
     return loss.padded_cross_entropy(logits, tf.gather_nd(targets, real), hparams.label_smoothing)
 
 
+def skip_together(gradients):
+    """Poisons every replica's gradients (NaN) when those of any replica are not finite.
+
+    Keras' LossScaleOptimizer checks each replica's own gradients before the sum and acts
+    on the first replica's verdict, so an overflow on another replica went into the summed
+    update (and the weights) while the loss scale stayed. Made non-finite everywhere, the
+    step is skipped on every replica and the scale halved, as on one device.
+    """
+    context = tf.distribute.get_replica_context()
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(_values(gradient))) for gradient in gradients])
+    # ReduceOp has SUM and MEAN only: count the replicas that overflowed.
+    every_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)) == 0
+    poison = tf.where(every_finite, 0.0, float("nan"))
+    return [_add_to_values(gradient, poison) for gradient in gradients]
+
+
+def _values(gradient):
+    return gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
+
+
+def _add_to_values(gradient, scalar):
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values + tf.cast(scalar, gradient.dtype), gradient.indices,
+                                gradient.dense_shape)
+    return gradient + tf.cast(scalar, gradient.dtype)
+
+
 def _target_tokens(batch):
     return tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], loss.PADDING_ID), tf.float32))
 
@@ -144,9 +171,15 @@ class StepFunctions:
             step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, _target_tokens(batch))
             gradients, sums = self._gradients(self.model, self.optimizer, batch, self.hparams,
                                               1.0 / tf.maximum(step_tokens, 1.0))
-            self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+            self.optimizer.apply_gradients(zip(self._agreed(gradients), self.model.trainable_variables))
             return sums
         return self._reduce(self.strategy.run(replica_step, args=(batch,)))
+
+    def _agreed(self, gradients):
+        """float16 on several replicas: an overflow on any replica skips the step on all of them."""
+        if self.hparams.activation_dtype != "float16" or self.strategy.num_replicas_in_sync == 1:
+            return gradients
+        return skip_together(gradients)
 
     def build_accumulators(self):
         """Zero gradient sums, one per trainable variable, local to each replica (k > 1 only)."""
@@ -171,7 +204,7 @@ class StepFunctions:
             step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, self._accumulated_sums.read_value()[2])
             scale = self.hparams.batch_size / tf.maximum(step_tokens, 1.0)
             gradients = [accumulated.read_value() * scale for accumulated in self._accumulated]
-            self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
+            self.optimizer.apply_gradients(zip(self._agreed(gradients), self.model.trainable_variables))
             for accumulated in self._accumulated + [self._accumulated_sums]:
                 accumulated.assign(tf.zeros_like(accumulated))
         self.strategy.run(replica_step)
@@ -270,8 +303,18 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
     distribution.check_clock_free(train_minutes, save_checkpoints_secs)
+    if schedule != "train" and not datagen.complete_shards(data_dir, problem.base_name, "dev"):
+        # Found now, not at the first evaluation hours into the run.
+        raise ValueError(
+            f"--schedule={schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
+            f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
+            f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train.")
     keras.utils.set_random_seed(random_seed)
     strategy = distribution.strategy_for(worker_gpu)
+    if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
+        raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
+                         f"replicas: Keras clips each replica's share before the sum, not the global norm; "
+                         f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
     vocabulary = problem.vocabulary(data_dir)
     vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
     checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
@@ -366,7 +409,8 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
         finished = step >= train_steps or out_of_time
         if step % summary_steps == 0 or finished:
             now = time.time()
-            values = {"loss": step_loss, "learning_rate": float(optimizer.learning_rate.numpy()),
+            # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
+            values = {"loss": step_loss, "learning_rate": float(learning_rate_schedule(hparams)(step - 1)),
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
             _write_summaries(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)

@@ -14,9 +14,13 @@ def module_tree(module):
     return ast.parse((pathlib.Path(t2t_lite.__file__).parent / f"{module}.py").read_text())
 
 
+TENSORFLOW_ONLY = {"compiled_by_xla", "replica_in_sync"}
+
+
 def _is_tensorflow_only_branch(node):
-    """dropout.compiled_by_xla asks TensorFlow whether it traces for XLA, after checking the backend."""
-    return isinstance(node, ast.FunctionDef) and node.name == "compiled_by_xla"
+    """dropout's compiled_by_xla and replica_in_sync ask TensorFlow (XLA tracing? which replica?)
+    after checking the backend."""
+    return isinstance(node, ast.FunctionDef) and node.name in TENSORFLOW_ONLY
 
 
 def imported_packages(module):
@@ -40,7 +44,9 @@ def test_model_modules_import_only_keras():
         assert not outside, f"t2t_lite/{module}.py imports {outside}; layers must use keras.ops only"
 
 
-def test_the_one_tensorflow_import_is_guarded_by_the_backend():
-    function = next(node for node in ast.walk(module_tree("dropout")) if _is_tensorflow_only_branch(node))
-    source = ast.unparse(function)
-    assert source.index("backend != 'tensorflow'") < source.index("import tensorflow")
+def test_the_tensorflow_imports_are_guarded_by_the_backend():
+    functions = [node for node in ast.walk(module_tree("dropout")) if _is_tensorflow_only_branch(node)]
+    assert {function.name for function in functions} == TENSORFLOW_ONLY
+    for function in functions:
+        source = ast.unparse(function)
+        assert source.index("backend != 'tensorflow'") < source.index("import tensorflow")

@@ -58,6 +58,36 @@ for worker_gpu, batch_size in ((1, 256), (2, 128)):
     trainer.train_and_evaluate(problem, hparams.replace(batch_size=batch_size, tokens_per_step=512), data_dir,
                                f"{output_dir}/{worker_gpu}", train_steps=3, schedule="train", summary_steps=1,
                                worker_gpu=worker_gpu, log=lambda message: None)
+
+# Dropout: each replica its own masks (the seed generator is one mirrored variable).
+from t2t_lite.dropout import Dropout
+strategy = distribution.strategy_for(2)
+with strategy.scope():
+    layer = Dropout(0.5, seed=3)
+masks = strategy.experimental_local_results(
+    strategy.run(tf.function(lambda: layer(tf.ones([64, 64]), training=True))))
+report["dropout"] = {"differ": bool((masks[0].numpy() != masks[1].numpy()).any()),
+                     "keep": [float((m.numpy() != 0).mean()) for m in masks]}
+
+# float16: an overflow on replica 1 alone skips the step on both and halves the loss scale.
+with strategy.scope():
+    weight = tf.Variable([1.0, 2.0])
+    optimizer = adam_optimizer(hparams.replace(activation_dtype="float16"))
+    optimizer.build([weight])
+def overflow_on_replica_1():
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    gradient = tf.ones([2]) * tf.where(tf.equal(replica, 1), float("inf"), 1.0)
+    optimizer.apply_gradients(zip(trainer.skip_together([gradient]), [weight]))
+scale = float(optimizer.dynamic_scale.numpy())
+strategy.run(tf.function(overflow_on_replica_1))
+report["float16"] = {"iterations": int(optimizer.iterations.numpy()), "finite": bool(np.isfinite(weight.numpy()).all()),
+                     "scale_ratio": float(optimizer.dynamic_scale.numpy()) / scale}
+try:  # gradient clipping would clip each replica's share, not the global norm
+    trainer.train_and_evaluate(problem, hparams.replace(clip_grad_norm=1.0), data_dir, f"{output_dir}/clip",
+                               train_steps=1, schedule="train", worker_gpu=2, log=lambda message: None)
+    report["clip"] = "trained"
+except ValueError as error:
+    report["clip"] = str(error)
 print("REPORT " + json.dumps(report))
 """
 
@@ -77,6 +107,11 @@ def test_two_replicas_match_one_device(tmp_path):
     one, two = (logged_scalars(str(tmp_path / "train" / str(n))) for n in (1, 2))
     assert sorted(one) == sorted(two) == [1, 2, 3]
     np.testing.assert_allclose([two[s] for s in (1, 2, 3)], [one[s] for s in (1, 2, 3)], rtol=1e-4)
+    # Replicas draw different dropout masks, each keeping about half (4,096 elements: 5σ ≈ 0.04).
+    assert report["dropout"]["differ"] and all(abs(keep - 0.5) < 0.04 for keep in report["dropout"]["keep"])
+    # float16 on two replicas: replica 1's overflow skipped the step everywhere and halved the scale.
+    assert report["float16"] == {"iterations": 0, "finite": True, "scale_ratio": 0.5}
+    assert "clip_grad_norm=1.0 with 2 replicas" in report["clip"]
 
 
 def test_worker_gpu_beyond_the_devices_names_the_flag():

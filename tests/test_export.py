@@ -240,6 +240,7 @@ def test_saved_model_cli_lists_both_signatures(setup):
         assert f"inputs['inputs'] tensor_info: dtype: {input_type} shape: {input_shape}" in section
         assert f"outputs['outputs'] tensor_info: dtype: {output_type}" in section
         assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
+        assert "outputs['input_truncated'] tensor_info: dtype: DT_BOOL shape: (-1)" in section
 
 
 def test_layout_assets_and_variables(setup):
@@ -253,6 +254,8 @@ def test_layout_assets_and_variables(setup):
     assert config["problem"] == "translate_files" and config["step"] == STEP
     assert config["decode_hparams"] == DECODE
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
+    for signature in config["signatures"].values():  # the record lists every output the graph has
+        assert sorted(signature) == ["input_truncated", "inputs", "outputs", "scores"]
     # The variables are exactly the model's weights as restored from the checkpoint: no optimizer
     # slots, no dropout seeds, nothing initialised afresh.
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))

@@ -138,6 +138,26 @@ def test_training_drops_long_examples_and_logs_the_count(data_dir, hparams, capf
     assert "dropped 10 " not in log  # logged at 1, 10, 100, ... drops; there were 7
 
 
+def test_max_length_zero_means_batch_size(data_dir, hparams):
+    """tensor2tensor's rule: with no max_length, training drops what would not fit one batch."""
+    small = hparams.replace(max_length=0, batch_size=128)
+    batches = list(batched_dataset(Lengths(), "train", data_dir, small, seed=1, repeat=False).as_numpy_iterator())
+    assert max(b[side].size for b in batches for side in ("inputs", "targets")) <= 128
+    fitting = [e for e in Lengths().dataset("train", data_dir).as_numpy_iterator()
+               if max(len(e["inputs"]), len(e["targets"])) <= 128]
+    assert sum(len(b["inputs"]) for b in batches) == len(fitting) > 0
+
+
+def test_only_trailing_padding_is_stripped():
+    """Regrouped rows lose their padding, never an id after an interior 0."""
+    rows = tf.data.Dataset.from_tensor_slices({"inputs": [[5, 0, 7, 1], [4, 1, 0, 0]],
+                                               "targets": [[3, 1, 0, 0], [6, 0, 8, 1]]})
+    (batch,) = list(input_pipeline.bucket_by_length(rows, [8], [2]).as_numpy_iterator())
+    pairs = sorted((tuple(i), tuple(t)) for i, t in zip(batch["inputs"], batch["targets"]))
+    assert pairs == [((4, 1, 0, 0, 0, 0, 0, 0), (6, 0, 8, 1, 0, 0, 0, 0)),
+                     ((5, 0, 7, 1, 0, 0, 0, 0), (3, 1, 0, 0, 0, 0, 0, 0))]
+
+
 def test_dev_keeps_long_examples_in_a_fixed_order(data_dir, hparams):
     first = list(batched_dataset(Lengths(), "dev", data_dir, hparams).as_numpy_iterator())
     second = list(batched_dataset(Lengths(), "dev", data_dir, hparams).as_numpy_iterator())

@@ -164,6 +164,20 @@ def test_a_split_with_every_pair_dropped_is_not_written(tmp_path):
     assert report.reused == ["train"] and report.written["dev"] == 5
 
 
+def test_shards_without_their_vocabulary_are_not_reused(generated, tmp_path):
+    """A vocabulary trained afresh would give other ids than the shards hold."""
+    _, data_dir, tmp_dir = generated
+    copy = tmp_path / "data"
+    copy.mkdir()
+    for name in os.listdir(data_dir):
+        if "-train-" in name:
+            tf.io.gfile.copy(os.path.join(data_dir, name), str(copy / name))
+    with pytest.raises(ValueError, match=r"holds tiny_files train files but not vocab.tiny_files.model.*Restore it, "
+                                         r"or remove"):
+        datagen.generate(TinyFiles(), str(copy), tmp_dir)
+    assert not (copy / "vocab.tiny_files.model").exists()
+
+
 def test_missing_training_file_names_it(tmp_path):
     with pytest.raises(CorpusError, match="train.src is missing"):
         TinyFiles().text_pairs(str(tmp_path), "train")

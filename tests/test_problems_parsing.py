@@ -49,10 +49,11 @@ def test_standard_sections_split(tmp_path):
     assert sections == {"train": [f"{n:02d}" for n in range(2, 22)], "dev": ["22"], "test": ["23"]}
 
 
-def test_other_layouts_split_deterministically_by_file(tmp_path):
+def test_other_layouts_split_deterministically_by_file(tmp_path, capsys):
     write_treebank(str(tmp_path), [f"{n:02d}" for n in range(40, 99)], trees_per_file=1)
     files = parsing_wsj.treebank_files(str(tmp_path))
     splits = parsing_wsj.split_files(files, str(tmp_path))
+    assert "split by name hash: the test set is not section 23" in capsys.readouterr().out
     assert sorted(sum(splits.values(), [])) == sorted(files)
     assert splits["dev"] and splits["test"] and len(splits["train"]) > 40
     shuffled = parsing_wsj.split_files(list(reversed(files)), str(tmp_path))

@@ -2,6 +2,7 @@
 
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -240,6 +241,15 @@ def test_resuming_with_other_settings_stops_naming_them(reverse_data, tmp_path):
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
 
 
+def test_logged_learning_rate_is_eq3_at_the_logged_step(reverse_data, tmp_path):
+    """Update s used lrate(s) of eq. 3 (§5.3), and TensorBoard shows that rate at step s."""
+    output_dir = str(tmp_path / "run")
+    train(reverse_data, output_dir, train_steps=3)
+    logged = logged_scalars(output_dir, "learning_rate")
+    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in (1, 2, 3)}  # SMALL: d 32, warmup 10
+    assert logged == pytest.approx(eq3, rel=1e-6)
+
+
 def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, tmp_path):
     """schedule=evaluate: the dev metrics of the checkpoint's weights over the whole dev split, once."""
     output_dir = str(tmp_path / "run")
@@ -260,6 +270,21 @@ def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_
     assert totals["sequences"] == 500  # the whole dev split of algorithmic_reverse
     for name, value in loss.eval_metrics(totals).items():
         assert metrics[name] == pytest.approx(value, rel=1e-5), name
+
+
+def test_evaluating_without_a_dev_split_stops_before_training(reverse_data, tmp_path):
+    """The default schedule evaluates on dev: a corpus without one is named at the start, not hours in."""
+    train_only = tmp_path / "train_only"
+    train_only.mkdir()
+    for path in glob.glob(os.path.join(reverse_data, "*-train-*")):
+        shutil.copy(path, train_only)
+    output_dir = str(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"--schedule=train_and_evaluate evaluates on the dev split.*"
+                                         r"or train with --schedule=train"):
+        train(str(train_only), output_dir, schedule="train_and_evaluate")
+    assert not os.path.exists(output_dir)
+    train(str(train_only), output_dir, train_steps=2)  # schedule=train needs no dev split
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-2")
 
 
 def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp_path, monkeypatch):
