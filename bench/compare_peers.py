@@ -17,7 +17,7 @@ and timing are identical.
 
 Figures (medians over timed steps/calls; with several rounds, the median of the rounds'):
   train tok/s        target tokens per second of one full training step
-  train FLOP/s       trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time; the
+  train FLOP/s       flops.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time; the
                      same estimate is applied to every row, as they all do the same work
   % of peak          train FLOP/s ÷ the fp32 matmul peak measured by bench/matmul_peak.py
                      (the t2t_lite-bf16 row: ÷ the bfloat16 peak, `--dtype=bfloat16`)

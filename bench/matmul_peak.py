@@ -57,7 +57,7 @@ def step_shapes(hparams, vocab_size: int, tokens: int) -> list:
     backward (dW = Xᵀ·dY, dX = dY·Wᵀ): the query, key, value and output projections of every
     attention layer (the encoder's self-attention, the decoder's self- and encoder-decoder
     attention), both feed-forward layers, and the shared embedding as the pre-softmax projection
-    (h·Eᵀ, E [vocab, d]). Their FLOPs sum to 6 · tokens · trainer.matmul_parameters; the attention
+    (h·Eᵀ, E [vocab, d]). Their FLOPs sum to 6 · tokens · flops.matmul_parameters; the attention
     products themselves (length long, a few per cent of the step) are not among them.
     """
     d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size

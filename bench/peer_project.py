@@ -16,7 +16,7 @@ What is timed is what a user gets:
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both.
-Achieved FLOP/s = trainer.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
+Achieved FLOP/s = flops.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
 memory (VmHWM of /proc/self/status): `train` runs the set's real update at a micro-batch
@@ -60,7 +60,7 @@ tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
 import t2t_lite  # noqa: E402
-from t2t_lite import checkpoints, decoding, registry, trainer  # noqa: E402
+from t2t_lite import checkpoints, decoding, flops, registry, trainer  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
 
 import matmul_peak  # noqa: E402  (bench/, this script's folder)
@@ -113,9 +113,9 @@ def time_training(steps, hparams, cfg, seed):
         return loss_sum / tokens
 
     result = pc.time_train(step, batches, cfg)
-    flops = trainer.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
-    result["flops_per_step"] = flops
-    result["flops_per_s"] = pc.summary([flops / seconds for seconds in result["step_s"]["values"]], nd=0)
+    step_flops = flops.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
+    result["flops_per_step"] = step_flops
+    result["flops_per_s"] = pc.summary([step_flops / seconds for seconds in result["step_s"]["values"]], nd=0)
     result["optimizer"] = "t2t_lite.trainer.StepFunctions.train_step (FusedAdam, eq. 3 schedule, hand-written loss gradient)"
     return result
 

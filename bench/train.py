@@ -5,7 +5,7 @@
 
 Each micro-batch is batch_size // length sentences of `length` random ids (no padding),
 so tokens = sentences × length per step; FLOPs per step follow the estimate documented
-in t2t_lite/trainer.py. The first (tracing/compiling) steps are not timed.
+in t2t_lite/flops.py. The first (tracing/compiling) steps are not timed.
 """
 
 import argparse
@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite import checkpoints, registry, trainer
+from t2t_lite import checkpoints, flops, registry, trainer
 from t2t_lite.schedule import adam_optimizer
 
 
@@ -37,9 +37,9 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     sums.numpy()
     seconds = (time.perf_counter() - started) / steps
     tokens = sentences * length
-    flops = trainer.flops_per_step(hparams, vocab_size, tokens, length)
+    step_flops = flops.flops_per_step(hparams, vocab_size, tokens, length)
     return {"hparams_set": hparams_set, "params": model.count_params(), "tokens/step": tokens,
-            "ms/step": 1000 * seconds, "tokens/s": tokens / seconds, "GFLOP/s": flops / seconds / 1e9}
+            "ms/step": 1000 * seconds, "tokens/s": tokens / seconds, "GFLOP/s": step_flops / seconds / 1e9}
 
 
 def main():

@@ -16,9 +16,11 @@ checkpoints ... For the big models, we averaged the last 20 checkpoints."
 `average_checkpoints` does that for `t2t-avg-all`.
 """
 
+import dataclasses
 import json
 import os
 import re
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -65,6 +67,24 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, output_dir: str, keep_ch
     return tf.train.CheckpointManager(
         checkpoint, output_dir, max_to_keep=keep_checkpoint_max, checkpoint_name=CHECKPOINT_NAME
     )
+
+
+@dataclasses.dataclass
+class SaveEvery:
+    """When to write a checkpoint: every `seconds` of training if > 0 (tensor2tensor's
+    --save_checkpoints_secs, which then replaces the step interval), else every `steps`."""
+
+    steps: int
+    seconds: float = 0
+    last_time: float = dataclasses.field(default_factory=lambda: time.time())
+
+    def due(self, step: int, now: float) -> bool:
+        if self.seconds > 0:
+            return now - self.last_time >= self.seconds
+        return step % self.steps == 0
+
+    def saved(self, now: float) -> None:
+        self.last_time = now
 
 
 def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,

@@ -62,6 +62,33 @@ def checkpoint_directory(strategy: tf.distribute.Strategy, output_dir: str) -> s
     return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}_scratch")
 
 
+def skip_together(gradients):
+    """Poisons every replica's gradients (NaN) when those of any replica are not finite.
+
+    Keras' LossScaleOptimizer checks each replica's own gradients before the sum and acts
+    on the first replica's verdict, so an overflow on another replica went into the summed
+    update (and the weights) while the loss scale stayed. Made non-finite everywhere, the
+    step is skipped on every replica and the scale halved, as on one device.
+    """
+    context = tf.distribute.get_replica_context()
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(_values(gradient))) for gradient in gradients])
+    # ReduceOp has SUM and MEAN only: count the replicas that overflowed.
+    every_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)) == 0
+    poison = tf.where(every_finite, 0.0, float("nan"))
+    return [_add_to_values(gradient, poison) for gradient in gradients]
+
+
+def _values(gradient):
+    return gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
+
+
+def _add_to_values(gradient, scalar):
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.IndexedSlices(gradient.values + tf.cast(scalar, gradient.dtype), gradient.indices,
+                                gradient.dense_shape)
+    return gradient + tf.cast(scalar, gradient.dtype)
+
+
 def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
     """Time bounds are per process: across workers they would stop or save at different steps.
 

@@ -19,16 +19,9 @@ and the checkpoints are explicit:
 * A NaN or infinite loss stops training before the next save, so the latest
   checkpoint stays a good one.
 
-FLOPs per step (printed at start, and used by bench/train.py) are estimated as
-    6 · tokens · P_matmul + 6 · tokens · n · (N_enc + 2 · N_dec) · (d_k·h + d_v·h)
-where P_matmul counts the weights used in matrix products per token (attention and
-feed-forward kernels of every layer, plus the d_model × V pre-softmax projection; the
-embedding lookups are not products), 6 = 2 FLOPs per multiply-add × (forward + 2×
-backward), and the second term is QKᵀ and the weighted sum of values over n positions
-(source and target lengths taken equal to the padded target length n).
+The estimated FLOPs of a step (`t2t_lite.flops`) are printed at the start.
 """
 
-import dataclasses
 import math
 import os
 import time
@@ -38,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, datagen, distribution, input_pipeline, loss
+from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss
 from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
@@ -55,22 +48,6 @@ def micro_batches_per_step(hparams, num_replicas: int) -> int:
     if not hparams.tokens_per_step or hparams.tokens_per_step <= per_micro_batch:
         return 1
     return math.ceil(hparams.tokens_per_step / per_micro_batch)
-
-
-def matmul_parameters(hparams, vocab_size: int) -> int:
-    """Weights used in matrix products per token (see the module docstring)."""
-    d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size
-    attention = d * kc * 2 + d * vc * 2  # query and key, value and output projections
-    feed_forward = 2 * d * ff
-    return (hparams.encoder_layers * (attention + feed_forward)
-            + hparams.decoder_layers * (2 * attention + feed_forward) + d * vocab_size)
-
-
-def flops_per_step(hparams, vocab_size: int, tokens: float, length: int) -> float:
-    """Estimated training FLOPs for `tokens` target tokens padded to `length` (module docstring)."""
-    attention_layers = hparams.encoder_layers + 2 * hparams.decoder_layers
-    channels = hparams.key_channels + hparams.value_channels
-    return 6.0 * tokens * (matmul_parameters(hparams, vocab_size) + length * attention_layers * channels)
 
 
 # -- The step functions ----------------------------------------------------------------
@@ -100,33 +77,6 @@ def _loss_sums(model, batch, hparams):
     real = tf.where(tf.not_equal(targets, loss.PADDING_ID))
     logits = model.logits(tf.gather_nd(hidden, real))
     return loss.padded_cross_entropy(logits, tf.gather_nd(targets, real), hparams.label_smoothing)
-
-
-def skip_together(gradients):
-    """Poisons every replica's gradients (NaN) when those of any replica are not finite.
-
-    Keras' LossScaleOptimizer checks each replica's own gradients before the sum and acts
-    on the first replica's verdict, so an overflow on another replica went into the summed
-    update (and the weights) while the loss scale stayed. Made non-finite everywhere, the
-    step is skipped on every replica and the scale halved, as on one device.
-    """
-    context = tf.distribute.get_replica_context()
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(_values(gradient))) for gradient in gradients])
-    # ReduceOp has SUM and MEAN only: count the replicas that overflowed.
-    every_finite = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32)) == 0
-    poison = tf.where(every_finite, 0.0, float("nan"))
-    return [_add_to_values(gradient, poison) for gradient in gradients]
-
-
-def _values(gradient):
-    return gradient.values if isinstance(gradient, tf.IndexedSlices) else gradient
-
-
-def _add_to_values(gradient, scalar):
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(gradient.values + tf.cast(scalar, gradient.dtype), gradient.indices,
-                                gradient.dense_shape)
-    return gradient + tf.cast(scalar, gradient.dtype)
 
 
 def _target_tokens(batch):
@@ -179,7 +129,7 @@ class StepFunctions:
         """float16 on several replicas: an overflow on any replica skips the step on all of them."""
         if self.hparams.activation_dtype != "float16" or self.strategy.num_replicas_in_sync == 1:
             return gradients
-        return skip_together(gradients)
+        return distribution.skip_together(gradients)
 
     def build_accumulators(self):
         """Zero gradient sums, one per trainable variable, local to each replica (k > 1 only)."""
@@ -348,7 +298,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     if not latest:
         manager.save(checkpoint_number=0)
     evaluating = schedule == "train_and_evaluate"
-    saving = SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs)
+    saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs)
     metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
                           eval_steps, local_eval_frequency if evaluating else 0, saving,
                           summary_steps, train_minutes, vocab_size, log)
@@ -365,24 +315,6 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     return metrics
 
 
-@dataclasses.dataclass
-class SaveEvery:
-    """When to write a checkpoint: every `seconds` of training if > 0 (tensor2tensor's
-    --save_checkpoints_secs, which then replaces the step interval), else every `steps`."""
-
-    steps: int
-    seconds: float = 0
-    last_time: float = dataclasses.field(default_factory=lambda: time.time())
-
-    def due(self, step: int, now: float) -> bool:
-        if self.seconds > 0:
-            return now - self.last_time >= self.seconds
-        return step % self.steps == 0
-
-    def saved(self, now: float) -> None:
-        self.last_time = now
-
-
 def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
                 eval_frequency, saving, summary_steps, train_minutes, vocab_size, log):
     """Updates until train_steps (or train_minutes); a line and TensorBoard scalars every summary_steps."""
@@ -394,7 +326,7 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
     while step < train_steps:
         sums, length = _one_update(steps, batches, k)
         if step == start_step:
-            log(f"Estimated {flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
+            log(f"Estimated {flops.flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
                 f"(first step: {float(sums[2]):,.0f} target tokens, padded length {length}).")
         # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
         step = int(optimizer.iterations.numpy())

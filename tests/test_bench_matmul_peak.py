@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from t2t_lite import registry, trainer
+from t2t_lite import flops, registry
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 spec = importlib.util.spec_from_file_location("matmul_peak", os.path.join(BENCH, "matmul_peak.py"))
@@ -19,9 +19,9 @@ spec.loader.exec_module(matmul_peak)
 def test_step_shapes_are_the_forward_and_backward_products_of_a_step(hparams_set, tokens, vocab):
     hparams = registry.hparams(hparams_set)
     shapes = matmul_peak.step_shapes(hparams, vocab, tokens)
-    flops = sum(count * 2 * m * k * n for _, m, k, n, _, _, count in shapes)
+    products = sum(count * 2 * m * k * n for _, m, k, n, _, _, count in shapes)
     # Forward and two backward products per weight matrix: 6 FLOPs per weight and token (§5 estimate).
-    assert flops == 6 * tokens * trainer.matmul_parameters(hparams, vocab)
+    assert products == 6 * tokens * flops.matmul_parameters(hparams, vocab)
     for forward, weight_gradient, input_gradient in zip(shapes[0::3], shapes[1::3], shapes[2::3]):
         _, m, k, n, transposed_a, transposed_b, count = forward
         # Y = X·W [tokens, n]; dW = Xᵀ·dY has W's shape; dX = dY·Wᵀ has X's; equal counts.

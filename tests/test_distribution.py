@@ -77,7 +77,7 @@ with strategy.scope():
 def overflow_on_replica_1():
     replica = tf.distribute.get_replica_context().replica_id_in_sync_group
     gradient = tf.ones([2]) * tf.where(tf.equal(replica, 1), float("inf"), 1.0)
-    optimizer.apply_gradients(zip(trainer.skip_together([gradient]), [weight]))
+    optimizer.apply_gradients(zip(distribution.skip_together([gradient]), [weight]))
 scale = float(optimizer.dynamic_scale.numpy())
 strategy.run(tf.function(overflow_on_replica_1))
 report["float16"] = {"iterations": int(optimizer.iterations.numpy()), "finite": bool(np.isfinite(weight.numpy()).all()),

@@ -11,7 +11,7 @@ import os
 
 from absl import app, flags
 
-from t2t_lite import checkpoints, inference, registry, text_lines
+from t2t_lite import inference, text_lines
 from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.hparam import HParamsError
 
@@ -66,14 +66,7 @@ def main(argv):
 
 def _settings(problem, model_dir):
     """The model's hparams and the decoding settings, with errors that name their flag."""
-    try:
-        hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
-    except registry.RegistryError as error:
-        raise t2t_flags.UsageError(f"--hparams_set: {error}") from None
-    except HParamsError as error:
-        raise t2t_flags.UsageError(f"--hparams: {error}") from None
-    except checkpoints.CheckpointError as error:
-        raise t2t_flags.UsageError(f"{error} (or give --hparams_set and --hparams)") from None
+    hparams = t2t_flags.trained_hparams(model_dir)
     try:
         return hparams, inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     except (HParamsError, ValueError) as error:

@@ -9,7 +9,7 @@ layout TF Serving watches. See `t2t_lite.export` for the signatures and settings
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import checkpoints, export, inference, registry
+from t2t_lite import export
 from t2t_lite.cli import flags
 from t2t_lite.hparam import HParamsError
 
@@ -25,14 +25,7 @@ def main(argv):
     model_dir = flags.trained_model_dir()
     problem = flags.problem_from_flags()
     flags.check_model_flag()
-    try:
-        hparams = inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
-    except registry.RegistryError as error:
-        raise flags.UsageError(f"--hparams_set: {error}") from None
-    except HParamsError as error:
-        raise flags.UsageError(f"--hparams: {error}") from None
-    except checkpoints.CheckpointError as error:
-        raise flags.UsageError(f"{error} (or give --hparams_set and --hparams)") from None
+    hparams = flags.trained_hparams(model_dir)
     try:
         export.export_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
                             FLAGS.export_dir, FLAGS.decode_hparams, FLAGS.model)

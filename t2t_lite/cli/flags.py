@@ -83,6 +83,19 @@ def check_model_flag() -> None:
         raise UsageError(f"--model: {error}") from None
 
 
+def trained_hparams(model_dir: str):
+    """--hparams_set (+ --hparams) if given, else the hparams.json beside the checkpoints (+ --hparams)."""
+    from t2t_lite import checkpoints, inference  # TensorFlow: only for the tools that load a model
+    try:
+        return inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
+    except registry.RegistryError as error:
+        raise UsageError(f"--hparams_set: {error}") from None
+    except HParamsError as error:
+        raise UsageError(f"--hparams: {error}") from None
+    except checkpoints.CheckpointError as error:
+        raise UsageError(f"{error} (or give --hparams_set and --hparams)") from None
+
+
 def problem_from_flags():
     """--problem as a Problem instance, with an error that names the flag."""
     try:
