@@ -106,6 +106,8 @@ def _read_node(tokens, position, source):
 def _strip_outer_bracket(tree):
     if tree.label in ("", "ROOT", "TOP") and len(tree.children) == 1 and not is_leaf(tree.children[0]):
         return tree.children[0]
+    if tree.label == "":  # several constituents under the outer bracket: name it, or "(" would linearize unlabeled
+        return Tree("TOP", tree.children)
     return tree
 
 

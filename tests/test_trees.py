@@ -70,6 +70,15 @@ def test_tree_to_linearization_to_tree_is_exact():
         assert trees.words(rebuilt) == trees.words(tree)
 
 
+def test_an_outer_bracket_over_several_constituents_becomes_top():
+    """Some treebank trees put two constituents under the empty outer bracket; both must round-trip."""
+    (tree,) = trees.read_trees("( (S (NP (NN a)) (VP (VBZ runs))) (. .) )")
+    assert tree.label == "TOP" and [child.label if isinstance(child, Tree) else child for child in tree.children] \
+        == ["S", (".", ".")]
+    assert trees.linearize(tree) == "(TOP (S (NP XX )NP (VP XX )VP )S . )TOP"
+    assert trees.delinearize(trees.linearize(tree), trees.words(tree)) == trees.normalize_tags(tree)
+
+
 @pytest.mark.parametrize("text, words, message", [
     ("(S (NP XX )VP )S", ["a"], "expected"),
     ("(S (NP XX )NP", ["a"], "never closed"),
