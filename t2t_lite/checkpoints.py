@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import re
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -75,8 +74,8 @@ class SaveEvery:
     --save_checkpoints_secs, which then replaces the step interval), else every `steps`."""
 
     steps: int
-    seconds: float = 0
-    last_time: float = dataclasses.field(default_factory=lambda: time.time())
+    seconds: float
+    last_time: float  # when the interval started: the start of training, then each save
 
     def due(self, step: int, now: float) -> bool:
         if self.seconds > 0:
@@ -203,7 +202,7 @@ def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_n
 
 
 def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size: int, vocabulary=None) -> None:
-    """Stops when problem.json in `model_dir` records another problem, model or vocabulary size."""
+    """Stops when problem.json in `model_dir` records another problem, model, vocabulary size or vocabulary."""
     if not tf.io.gfile.exists(os.path.join(model_dir, PROBLEM_FILE)):
         return  # a checkpoint written by other code: the restore itself checks the shapes
     info = read_problem_info(model_dir)

@@ -55,12 +55,17 @@ class DatagenReport:
                 lines.append(f"{self.problem} {split}: no raw data for this split, nothing written.")
             elif split in self.written:
                 dropped = self.dropped.get(split, collections.Counter())
-                reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
+                reasons = format_drops(dropped)
                 lines.append(
                     f"{self.problem} {split}: wrote {self.written[split]} pairs; "
                     f"dropped {sum(dropped.values())}" + (f" ({reasons})." if reasons else ".")
                 )
         return "\n".join(lines)
+
+
+def format_drops(dropped) -> str:
+    """"3 empty side, 1 too long": a split's drop counts by reason."""
+    return ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
 
 
 def generate(problem, data_dir: str, tmp_dir: str) -> DatagenReport:

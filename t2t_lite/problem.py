@@ -162,7 +162,7 @@ class TextProblem(Problem):
                 report.written[split] = datagen.write_shuffled_shards(examples, filenames,
                                                                       f"{self.base_name} {split}")
             except datagen.EmptySplitError as error:
-                reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(drops.items())) or "none read"
+                reasons = datagen.format_drops(drops) or "none read"
                 raise datagen.EmptySplitError(f"{error} Dropped: {reasons}. Check the raw {split} data in "
                                               f"--tmp_dir={tmp_dir}.") from None
         return report

@@ -9,11 +9,10 @@ against its reference. Bytes that are not UTF-8 are an error naming the file and
 
 def read_lines(path: str) -> list:
     """The lines of a UTF-8 text file, without their line ends."""
-    with open(path, "rb") as file:
-        raw_lines = file.read().split(b"\n")
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-    return [_decode(raw, path, number).rstrip("\r") for number, raw in enumerate(raw_lines, start=1)]
+    lines = read_text(path).split("\n")
+    if lines[-1] == "":  # the final newline ends the last line; it opens no new one
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
 
 
 def read_text(path: str) -> str:
@@ -25,10 +24,3 @@ def read_text(path: str) -> str:
     except UnicodeDecodeError as error:
         number = data.count(b"\n", 0, error.start) + 1
         raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason}).") from None
-
-
-def _decode(raw: bytes, path: str, number: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason} at byte {error.start}).") from None

@@ -298,7 +298,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     if not latest:
         manager.save(checkpoint_number=0)
     evaluating = schedule == "train_and_evaluate"
-    saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs)
+    saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs, last_time=time.time())
     metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
                           eval_steps, local_eval_frequency if evaluating else 0, saving,
                           summary_steps, train_minutes, vocab_size, log)
