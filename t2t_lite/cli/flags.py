@@ -102,3 +102,71 @@ def problem_from_flags():
         return registry.problem(FLAGS.problem)
     except registry.RegistryError as error:
         raise UsageError(f"--problem: {error}") from None
+
+
+# Paths are checked when a tool starts, so a mistyped or unwritable path stops it before hours of
+# work. Remote paths (gs://, s3://, hdfs://) are left to TensorFlow's file system, which checks
+# them on first use; only local paths can be checked cheaply here.
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def existing_file(name: str) -> str:
+    """The file named by --name; stops if it is missing or is a directory."""
+    path = getattr(FLAGS, name)
+    if _is_remote(path):
+        return path
+    if not os.path.exists(path):
+        raise UsageError(f"--{name}={path}: no such file.")
+    if os.path.isdir(path):
+        raise UsageError(f"--{name}={path}: is a directory; give a file.")
+    return path
+
+
+def existing_dir(name: str) -> str:
+    """The directory named by --name; stops if it is missing or is a file."""
+    path = getattr(FLAGS, name)
+    if _is_remote(path):
+        return path
+    if not os.path.exists(path):
+        raise UsageError(f"--{name}={path}: no such directory.")
+    if not os.path.isdir(path):
+        raise UsageError(f"--{name}={path}: is a file; give a directory.")
+    return path
+
+
+def writable_dir(name: str) -> str:
+    """The directory named by --name, which may not exist yet; stops unless it can be created and written."""
+    path = getattr(FLAGS, name)
+    if _is_remote(path):
+        return path
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"--{name}={path}: is a file; give a directory.")
+    _check_writable(name, path)
+    return path
+
+
+def writable_file(name: str) -> str:
+    """The file named by --name, which may not exist yet; stops if it is a directory or cannot be written."""
+    path = getattr(FLAGS, name)
+    if _is_remote(path):
+        return path
+    if os.path.isdir(path):
+        raise UsageError(f"--{name}={path}: is a directory; give a file name.")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"--{name}={path}: its directory {parent} does not exist; create it first.")
+    _check_writable(name, path if os.path.exists(path) else parent)
+    return path
+
+
+def _check_writable(name: str, path: str) -> None:
+    """Stops unless `path`, or the nearest directory above it that exists, can be written."""
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) and existing != os.path.abspath(path):
+        raise UsageError(f"--{name}={path}: {existing} is a file, so the directory cannot be created.")
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"--{name}={path}: {existing} is not writable by this user; choose another path "
+                         f"or change its permissions.")
