@@ -11,27 +11,26 @@ under temporary names and renamed, and only then is the `checkpoint` list rewrit
 atomically, so a process killed at any moment leaves the previous latest checkpoint
 listed and loadable. The JSON files are written to a temporary file and renamed too.
 
-§6.1: "For the base models, we used a single model obtained by averaging the last 5
-checkpoints ... For the big models, we averaged the last 20 checkpoints."
-`average_checkpoints` does that for `t2t-avg-all`.
+A checkpoint that cannot be read (a disk that filled up, a copy cut short) is named with
+its file; the trainer skips it, moves it to `set_aside/` and resumes from the newest one
+that reads (`restore_for_training`). Averaging (§6.1) is in `t2t_lite.averaging`.
 """
 
 import dataclasses
 import json
 import os
 import re
+import time
 
-import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from t2t_lite import registry
 from t2t_lite.hparam import HParams
 
 CHECKPOINT_NAME = "ckpt"
+SET_ASIDE = "set_aside"  # where the trainer moves checkpoints it cannot read or must not overwrite
 HPARAMS_FILE = "hparams.json"
 PROBLEM_FILE = "problem.json"
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 class CheckpointError(FileNotFoundError):
@@ -130,16 +129,105 @@ def read_problem_info(model_dir: str) -> dict:
 def checkpoint_path(checkpoint_path_or_dir: str) -> str:
     """A checkpoint prefix as given, or the latest one in a directory."""
     if tf.io.gfile.isdir(checkpoint_path_or_dir):
-        latest = tf.train.latest_checkpoint(checkpoint_path_or_dir)
-        if latest is None:
+        listed = listed_checkpoints(checkpoint_path_or_dir)
+        if not listed:
             raise CheckpointError(
                 f"{checkpoint_path_or_dir}: no checkpoint found (expected ckpt-<step>.index and a "
                 f"'checkpoint' file written by t2t-trainer)."
             )
-        return latest
+        if not tf.io.gfile.exists(listed[-1] + ".index"):
+            raise damaged(listed[-1], None)
+        return listed[-1]
     if not tf.io.gfile.exists(checkpoint_path_or_dir + ".index"):
         raise CheckpointError(f"{checkpoint_path_or_dir}: not a checkpoint (no {checkpoint_path_or_dir}.index).")
     return checkpoint_path_or_dir
+
+
+def listed_checkpoints(model_dir: str) -> list:
+    """The prefixes of the checkpoints listed in `model_dir`'s `checkpoint` file, by step, oldest first."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    if state is None:
+        return []
+    paths = [path if os.path.isabs(path) or "://" in path else os.path.join(model_dir, path)
+             for path in state.all_model_checkpoint_paths]
+    return sorted(paths, key=checkpoint_step)
+
+
+# -- Damaged checkpoints (a disk that filled up, a copy cut short) -----------------------------
+# Reading a checkpoint whose .data file was cut short raises IndexError("Read less bytes than
+# requested") and one without its .index a NotFoundError, neither naming the file.
+READ_ERRORS = (tf.errors.OpError, IndexError)
+
+
+def damaged(prefix: str, error, what: str = "") -> CheckpointError:
+    """The error for a checkpoint that cannot be read: which file, and how to pick another one."""
+    older = [path for path in listed_checkpoints(os.path.dirname(prefix))
+             if checkpoint_step(path) < checkpoint_step(prefix) and tf.io.gfile.exists(path + ".index")]
+    example = f"--checkpoint_path={older[-1]}" if older else "--checkpoint_path=<another ckpt-N>"
+    return CheckpointError(f"{damage(prefix, error)}, so {os.path.basename(prefix)} is damaged. Pick another "
+                           f"checkpoint with {example}{' (' + what + ')' if what else ''}.")
+
+
+def damage(prefix: str, error) -> str:
+    """What is wrong with the files of checkpoint `prefix`, naming them."""
+    if not tf.io.gfile.exists(prefix + ".index"):
+        return f"{prefix}.index is missing"
+    data = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+    if not data:
+        return f"{prefix}.data-* files are missing"
+    reason = str(error).strip().splitlines()[0][:200] if error is not None else "unreadable"
+    return f"{', '.join(data)} cannot be read ({reason}; cut short?)"
+
+
+def restore_for_training(checkpoint: tf.train.Checkpoint, output_dir: str, named: str = None, log=print,
+                         set_aside: bool = True):
+    """Restores the newest readable checkpoint of `output_dir` (or `named`, one of them); returns it or None.
+
+    A checkpoint that cannot be read is skipped with a warning and its files are moved to
+    `output_dir/set_aside/<time>/`, never deleted; so are, when `named` is given, the
+    checkpoints after it, which the resumed run would otherwise overwrite step by step.
+    Without `set_aside` (a process that does not write `output_dir`), nothing is moved and
+    an unreadable checkpoint stops with CheckpointError.
+    """
+    listed = listed_checkpoints(output_dir)
+    if named is not None:
+        named = checkpoint_path(named)
+        if os.path.dirname(os.path.abspath(named)) != os.path.abspath(output_dir):
+            raise CheckpointError(f"--checkpoint_path={named}: not a checkpoint of --output_dir={output_dir}; "
+                                  f"t2t-trainer resumes only a run of its own --output_dir.")
+        later = [path for path in listed if checkpoint_step(path) > checkpoint_step(named)]
+        if later and set_aside:
+            _set_aside(output_dir, later, f"they come after --checkpoint_path={named}", log)
+        listed = [path for path in listed if checkpoint_step(path) < checkpoint_step(named)] + [named]
+    for path in reversed(listed):
+        try:
+            checkpoint.restore(path).assert_existing_objects_matched()
+            return path
+        except READ_ERRORS as error:
+            if path == named or not set_aside:
+                raise damaged(path, error) from None
+            log(f"WARNING: {damage(path, error)}; skipped {os.path.basename(path)}, resuming from an earlier one.")
+            _set_aside(output_dir, [path], "they cannot be read", log)
+    if listed:
+        raise CheckpointError(f"--output_dir={output_dir}: none of its checkpoints can be read (all moved to "
+                              f"{os.path.join(output_dir, SET_ASIDE)}); rerun to train from the start.")
+    return None
+
+
+def _set_aside(output_dir: str, prefixes: list, reason: str, log) -> None:
+    """Moves checkpoints' files to output_dir/set_aside/<time>/ and drops them from the `checkpoint` list."""
+    destination = os.path.join(output_dir, SET_ASIDE, time.strftime("%Y%m%d-%H%M%S"))
+    tf.io.gfile.makedirs(destination)
+    for prefix in prefixes:
+        for path in tf.io.gfile.glob(prefix + ".*"):
+            tf.io.gfile.rename(path, os.path.join(destination, os.path.basename(path)), overwrite=False)
+    names = ", ".join(os.path.basename(prefix) for prefix in prefixes)
+    log(f"Moved {names} to {destination}, as {reason}; delete them there once you no longer need them.")
+    kept = [os.path.basename(path) for path in listed_checkpoints(output_dir) if path not in prefixes]
+    if kept:
+        tf.compat.v1.train.update_checkpoint_state(output_dir, kept[-1], all_model_checkpoint_paths=kept)
+    else:
+        tf.io.gfile.remove(os.path.join(output_dir, "checkpoint"))
 
 
 def checkpoint_step(path: str) -> int:
@@ -173,6 +261,8 @@ def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, m
     try:
         status = tf.train.Checkpoint(model=trackable_model(model)).restore(path).expect_partial()
         status.assert_existing_objects_matched()
+    except READ_ERRORS as error:
+        raise damaged(path, error) from None
     except (ValueError, AssertionError) as error:
         reason = str(error).strip().splitlines()[0][:300]
         raise CheckpointError(
@@ -216,114 +306,10 @@ def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size
                 f"not {value!r}; give the {flag} it was trained with, or another directory.")
 
 
-# -- Averaging, for t2t-avg-all ----------------------------------------------------------
+# -- Listing, for t2t-avg-all and the trainer ---------------------------------------------
 def all_checkpoints(model_dir: str) -> list:
     """The prefixes of every checkpoint listed in `model_dir`, by step, oldest first."""
-    state = tf.train.get_checkpoint_state(model_dir)
-    if state is None or not state.all_model_checkpoint_paths:
+    paths = listed_checkpoints(model_dir)
+    if not paths:
         raise CheckpointError(f"--model_dir={model_dir}: no checkpoints found.")
-    paths = [
-        path if os.path.isabs(path) else os.path.join(model_dir, path)
-        for path in state.all_model_checkpoint_paths
-    ]
-    return sorted(paths, key=checkpoint_step)
-
-
-def last_checkpoints(model_dir: str, n: int) -> list:
-    """The prefixes of the last `n` trained checkpoints in `model_dir`, by step, oldest first.
-
-    The trainer saves ckpt-0, the initial random weights, so that a run restarted from
-    scratch is exact; averaging it into a short run's checkpoints would pull the model
-    towards noise, so it counts only when it is the only checkpoint.
-    """
-    return _last_trained(all_checkpoints(model_dir), n)
-
-
-def _last_trained(paths: list, n: int) -> list:
-    trained = [path for path in paths if checkpoint_step(path) > 0]
-    return (trained or paths)[-n:]
-
-
-def average_checkpoints(model_dir: str, output_dir: str, n: int) -> str:
-    """Averages the model weights of the last `n` checkpoints of `model_dir` into `output_dir`.
-
-    Every floating-point model variable becomes the mean over the checkpoints; everything
-    else (the optimizer's state, the object graph) is copied from the newest, so the result
-    loads like any other checkpoint. hparams.json and problem.json are copied beside it.
-    Returns the new checkpoint's prefix, `output_dir/ckpt-<newest step>`.
-    """
-    if n < 1:
-        raise ValueError(f"--n={n}: must be at least 1.")
-    every = all_checkpoints(model_dir)
-    paths = _last_trained(every, n)
-    prefix = os.path.join(output_dir, f"{CHECKPOINT_NAME}-{checkpoint_step(paths[-1])}")
-    _check_average_destination(model_dir, output_dir, prefix)
-    readers = [tf.train.load_checkpoint(path) for path in paths]
-    newest = readers[-1]
-    model_keys = _model_variable_keys(newest)
-    names, tensors = [], []
-    for name, dtype in sorted(newest.get_variable_to_dtype_map().items()):
-        value = newest.get_tensor(name)
-        if name in model_keys and dtype.is_floating:
-            value = np.mean([reader.get_tensor(name).astype(np.float64) for reader in readers], axis=0)
-            value = tf.cast(value, dtype)
-        names.append(name)
-        tensors.append(tf.convert_to_tensor(value))
-    tf.io.gfile.makedirs(output_dir)
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
-    # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
-    # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
-    relative = os.path.basename(prefix)
-    state = tf.train.get_checkpoint_state(output_dir)
-    earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
-    tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=earlier + [relative])
-    for info_file in (HPARAMS_FILE, PROBLEM_FILE):
-        source = os.path.join(model_dir, info_file)
-        if tf.io.gfile.exists(source):
-            tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
-    left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
-    note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
-    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
-    return prefix
-
-
-def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> None:
-    """Stops before anything is written where the average would replace a checkpoint or mix models."""
-    if os.path.realpath(output_dir) == os.path.realpath(model_dir):
-        raise CheckpointError(
-            f"--output_dir={output_dir} is --model_dir: the average would replace the newest trained "
-            f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}.")
-    if tf.io.gfile.exists(prefix + ".index"):
-        raise CheckpointError(
-            f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
-            f"same step). Remove it, or give another --output_dir.")
-    for info_file in (HPARAMS_FILE, PROBLEM_FILE):
-        mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
-        if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):
-            raise CheckpointError(
-                f"--output_dir={output_dir}: its {info_file} differs from {theirs}, so it holds averages of "
-                f"another model. Give another --output_dir.")
-
-
-def _read(path: str) -> str:
-    with tf.io.gfile.GFile(path) as file:
-        return file.read()
-
-
-def _model_variable_keys(reader) -> set:
-    """Checkpoint keys of the variables reachable from the checkpoint's `model` child.
-
-    Keys are named by the first path found to each variable, which for the model's weights
-    may run through the optimizer (`optimizer/_trainable_variables/3/...`), so the object
-    graph, not the key's spelling, says which variables belong to the model.
-    """
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-    pending = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
-    seen = set()
-    while pending:
-        node_id = pending.pop()
-        if node_id not in seen:
-            seen.add(node_id)
-            pending.extend(child.node_id for child in graph.nodes[node_id].children)
-    return {attribute.checkpoint_key for node_id in seen for attribute in graph.nodes[node_id].attributes}
+    return paths

@@ -15,8 +15,8 @@ holds that side's longest example), not to the longest in the batch, so training
 batches take their shapes from a finite set and a compiled (XLA) training step is
 traced once per shape, not per batch.
 
-Training drops examples longer than `hparams.max_length` and logs how many
-(to stderr at the 1st, 10th, 100th, ... drop); dev and test keep every example,
+Training drops examples longer than `hparams.max_length` and logs how many, once
+per pass over the data (to stderr, at the pass's end); dev and test keep every example,
 putting those over the longest bucket into batches of one per replica (a side
 longer than the last bucket is padded to its own length, the other to its bucket). Training shuffles with `seed` (same seed, same batches) and
 repeats; dev and test read the files in order, once.
@@ -27,7 +27,6 @@ import sys
 import tensorflow as tf
 
 SHUFFLE_BUFFER = 10000  # Examples in the training shuffle buffer (tensor2tensor's default order of magnitude).
-_LOG_AT = [10 ** power for power in range(13)]  # Drop counts at which training logs the count.
 
 
 def bucket_boundaries(max_length: int, min_length: int = 8, length_bucket_step: float = 1.1) -> list:
@@ -68,10 +67,10 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
     shuffle = training if shuffle is None else shuffle
     repeat = training if repeat is None else repeat
     dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed)
-    if repeat:
-        dataset = dataset.repeat()
     if training:  # max_length 0 means batch_size, as tensor2tensor: no batch exceeds its token budget
         dataset = drop_too_long(dataset, hparams.max_length or hparams.batch_size)
+    if repeat:  # after the drop, so each pass counts its own
+        dataset = dataset.repeat()
     if shuffle:
         dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed)
     dataset = bucket_by_length(dataset, bucket_lengths(hparams), bucket_batch_sizes(hparams, num_replicas),
@@ -80,21 +79,29 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
 
 
 def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
-    """Drops examples whose longer side exceeds `max_length`, counting them in the log."""
+    """Drops examples whose longer side exceeds `max_length`; logs their count once, at the end of the data.
 
-    def count(dropped, example):
-        too_long = example_length(example) > max_length
-        dropped += tf.cast(too_long, tf.int64)
-        return dropped, (example, too_long, dropped)
+    An end marker (an empty example flagged True) follows the examples, so the count of the
+    whole pass is known there; scan's state restarts with each pass of a repeated dataset.
+    """
+    empty = tf.nest.map_structure(lambda spec: tf.zeros([0] * spec.shape.rank, spec.dtype), dataset.element_spec)
+    flagged = dataset.map(lambda example: (example, False)).concatenate(
+        tf.data.Dataset.from_tensors((empty, True)))
 
-    def keep(example, too_long, dropped):
-        if too_long and tf.reduce_any(tf.equal(dropped, _LOG_AT)):
-            tf.print("batched_dataset: dropped", dropped, "training examples longer than max_length =",
-                     max_length, "so far.", output_stream=sys.stderr)
-        return tf.logical_not(too_long)
+    def count(totals, element):
+        example, end = element
+        too_long = tf.logical_and(tf.logical_not(end), example_length(example) > max_length)
+        totals += tf.stack([tf.cast(too_long, tf.int64), tf.cast(tf.logical_not(end), tf.int64)])
+        return totals, (example, too_long, end, totals)
 
-    counted = dataset.scan(tf.constant(0, tf.int64), count)
-    return counted.filter(keep).map(lambda example, too_long, dropped: example)
+    def keep(example, too_long, end, totals):
+        if end and totals[0] > 0:
+            tf.print("batched_dataset: dropped", totals[0], "of", totals[1], "training examples longer than "
+                     "max_length =", max_length, "in this pass over the data.", output_stream=sys.stderr)
+        return tf.logical_not(tf.logical_or(too_long, end))
+
+    counted = flagged.scan(tf.zeros([2], tf.int64), count)
+    return counted.filter(keep).map(lambda example, too_long, end, totals: example)
 
 
 def _strip_padding(ids):
@@ -174,3 +181,41 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
         return batch_rows(rows, tf.where(key < 0, -key, window_sizes[tf.maximum(key, 0)]))
 
     return stage_1.group_by_window(stage_2_key, stage_2_batches, window_size_func=stage_2_window)
+
+
+# -- Training batches in an order that a restart can find again ------------------------
+class TrainingBatches:
+    """Endless training batches; epoch e is shuffled with seed random_seed + e.
+
+    `epoch` and `batches_taken` are variables saved in the checkpoint, so a resumed run
+    skips straight to the batch the interrupted run would have taken next.
+    """
+
+    def __init__(self, problem, data_dir, hparams, random_seed, strategy):
+        self.problem, self.data_dir, self.hparams = problem, data_dir, hparams
+        self.random_seed, self.strategy = random_seed, strategy
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
+        self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
+        self._iterator = None
+
+    def _epoch_iterator(self):
+        dataset = batched_dataset(
+            self.problem, "train", self.data_dir, self.hparams, shuffle=True, repeat=False,
+            seed=self.random_seed + int(self.epoch.numpy()), num_replicas=self.strategy.num_replicas_in_sync)
+        dataset = dataset.skip(int(self.batches_taken.numpy()))
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    def next(self):
+        if self._iterator is None:
+            self._iterator = self._epoch_iterator()
+        for _ in range(2):
+            try:
+                batch = next(self._iterator)
+            except StopIteration:
+                self.epoch.assign_add(1)
+                self.batches_taken.assign(0)
+                self._iterator = self._epoch_iterator()
+                continue
+            self.batches_taken.assign_add(1)
+            return batch
+        raise ValueError(f"Problem {self.problem.name}: the train split in {self.data_dir} gives no batches.")

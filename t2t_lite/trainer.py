@@ -22,6 +22,7 @@ and the checkpoints are explicit:
 The estimated FLOPs of a step (`t2t_lite.flops`) are printed at the start.
 """
 
+import contextlib
 import math
 import os
 import time
@@ -31,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss
+from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss, run_lock
 from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
@@ -168,44 +169,6 @@ class StepFunctions:
         return bool(tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables]))
 
 
-# -- Data, in an order that a restart can find again -------------------------------------
-class TrainingBatches:
-    """Endless training batches; epoch e is shuffled with seed random_seed + e.
-
-    `epoch` and `batches_taken` are variables saved in the checkpoint, so a resumed run
-    skips straight to the batch the interrupted run would have taken next.
-    """
-
-    def __init__(self, problem, data_dir, hparams, random_seed, strategy):
-        self.problem, self.data_dir, self.hparams = problem, data_dir, hparams
-        self.random_seed, self.strategy = random_seed, strategy
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
-        self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
-        self._iterator = None
-
-    def _epoch_iterator(self):
-        dataset = input_pipeline.batched_dataset(
-            self.problem, "train", self.data_dir, self.hparams, shuffle=True, repeat=False,
-            seed=self.random_seed + int(self.epoch.numpy()), num_replicas=self.strategy.num_replicas_in_sync)
-        dataset = dataset.skip(int(self.batches_taken.numpy()))
-        return iter(self.strategy.experimental_distribute_dataset(dataset))
-
-    def next(self):
-        if self._iterator is None:
-            self._iterator = self._epoch_iterator()
-        for _ in range(2):
-            try:
-                batch = next(self._iterator)
-            except StopIteration:
-                self.epoch.assign_add(1)
-                self.batches_taken.assign(0)
-                self._iterator = self._epoch_iterator()
-                continue
-            self.batches_taken.assign_add(1)
-            return batch
-        raise ValueError(f"Problem {self.problem.name}: the train split in {self.data_dir} gives no batches.")
-
-
 # -- Evaluation -------------------------------------------------------------------------
 def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int = 0) -> dict:
     """Loss, perplexity and token/sequence accuracy on the dev split (`eval_steps` batches, 0 = all)."""
@@ -238,8 +201,14 @@ def _write_summaries(writer, step: int, values: dict) -> None:
 def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
                        local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
                        schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
-                       summary_steps=100, model_name="transformer", save_checkpoints_secs=0, log=print) -> dict:
+                       summary_steps=100, model_name="transformer", save_checkpoints_secs=0, checkpoint_path=None,
+                       log=print) -> dict:
     """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
+
+    One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
+    Resuming skips checkpoints that cannot be read, with a warning, and moves them to
+    `output_dir/set_aside/`; `checkpoint_path` names an earlier checkpoint of the same run to
+    resume from instead (the later ones are moved there too).
 
     `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
     (evaluate every `local_eval_frequency` steps and at the end). Training stops at
@@ -265,46 +234,52 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
                          f"replicas: Keras clips each replica's share before the sum, not the global norm; "
                          f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
-    vocabulary = problem.vocabulary(data_dir)
-    vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
-    checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
-    with strategy.scope():
-        model = checkpoints.build_model(hparams, vocab_size, model_name)
-        optimizer = adam_optimizer(hparams)
-        optimizer.build(model.trainable_variables)
-    steps = StepFunctions(model, optimizer, hparams, strategy)
-    batches = TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
-    checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
-                                                 data_batches_taken=batches.batches_taken)
-    # Every worker saves (the collectives need them all), but only the chief into output_dir.
-    save_dir = distribution.checkpoint_directory(strategy, output_dir)
-    manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
-    latest = tf.train.latest_checkpoint(output_dir)
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-        log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
-    elif schedule == "evaluate":
-        raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
-    checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+    # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
+    writes_output_dir = distribution.is_chief(strategy) and schedule != "evaluate"
+    with contextlib.ExitStack() as held:
+        if writes_output_dir:
+            held.enter_context(run_lock.directory_lock(output_dir, "t2t-trainer", log))
+        vocabulary = problem.vocabulary(data_dir)
+        vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
+        checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+        with strategy.scope():
+            model = checkpoints.build_model(hparams, vocab_size, model_name)
+            optimizer = adam_optimizer(hparams)
+            optimizer.build(model.trainable_variables)
+        steps = StepFunctions(model, optimizer, hparams, strategy)
+        batches = input_pipeline.TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
+        checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
+                                                     data_batches_taken=batches.batches_taken)
+        # Every worker saves (the collectives need them all), but only the chief into output_dir.
+        save_dir = distribution.checkpoint_directory(strategy, output_dir)
+        latest = checkpoints.restore_for_training(checkpoint, output_dir, checkpoint_path, log,
+                                                  set_aside=writes_output_dir)
+        manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
+        if latest:
+            log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
+        elif schedule == "evaluate":
+            raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
+        checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
 
-    if schedule == "evaluate":
-        return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
-    k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
-    if k > 1:
-        steps.build_accumulators()
-    log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
-        f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
-        f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
-    if not latest:
-        manager.save(checkpoint_number=0)
-    evaluating = schedule == "train_and_evaluate"
-    saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs, last_time=time.time())
-    metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
-                          eval_steps, local_eval_frequency if evaluating else 0, saving,
-                          summary_steps, train_minutes, vocab_size, log)
-    if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
-        metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
-    return metrics
+        if schedule == "evaluate":
+            return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
+        k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
+        if k > 1:
+            steps.build_accumulators()
+        log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
+            f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
+            f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+        if not latest:
+            manager.save(checkpoint_number=0)
+        evaluating = schedule == "train_and_evaluate"
+        saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
+                                       last_time=time.time())
+        metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
+                              eval_steps, local_eval_frequency if evaluating else 0, saving,
+                              summary_steps, train_minutes, vocab_size, log)
+        if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
+            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
+        return metrics
 
 
 def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log):
@@ -346,6 +321,8 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
             _write_summaries(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)
+            if train_minutes:  # whichever bound comes first
+                remaining = max(0.0, min(remaining, started + 60.0 * train_minutes - now))
             log(f"step {step}/{train_steps}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
                 f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
             window_start, window_tokens = now, 0.0

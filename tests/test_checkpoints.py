@@ -1,4 +1,4 @@
-"""Checkpoint averaging (§6.1) against the numpy mean of the checkpoints' variables."""
+"""Checkpoints: what they hold, the model information beside them, and damaged ones named and skipped."""
 
 import json
 import os
@@ -34,119 +34,6 @@ def write_checkpoints(model_dir, steps, keep):
     return model
 
 
-def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
-    """ckpt-0 (the initial random weights the trainer saves) joins an average only if it is all there is."""
-    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
-    write_checkpoints(model_dir, steps=[0, 10, 20], keep=5)
-    prefix = checkpoints.average_checkpoints(model_dir, output_dir, n=5)
-    assert "ckpt-0, the untrained initial weights, left out" in capsys.readouterr().out
-    averaged = tf.train.load_checkpoint(prefix)
-    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
-    for key in weight_keys(prefix):
-        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
-                                   rtol=1e-6)
-    assert [os.path.basename(p) for p in checkpoints.last_checkpoints(model_dir, 2)] == ["ckpt-10", "ckpt-20"]
-
-    only_initial = str(tmp_path / "fresh")
-    write_checkpoints(only_initial, steps=[0], keep=5)
-    assert [os.path.basename(p) for p in checkpoints.last_checkpoints(only_initial, 5)] == ["ckpt-0"]
-
-
-def restored_weights(path):
-    model = small_model()
-    tf.train.Checkpoint(model=checkpoints.trackable_model(model)).restore(path).expect_partial().assert_existing_objects_matched()
-    return model.get_weights()
-
-
-def weight_keys(path):
-    """Keys of the model's weights, as read by tf.train.load_checkpoint (no TensorFlow objects)."""
-    return [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
-
-
-def test_average_equals_numpy_mean_of_last_n(tmp_path):
-    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
-    write_checkpoints(model_dir, steps=[10, 20, 30, 40, 50, 60], keep=5)
-    assert os.path.basename(tf.train.latest_checkpoint(model_dir)) == "ckpt-60"
-
-    prefix = checkpoints.average_checkpoints(model_dir, output_dir, n=3)
-
-    assert tf.train.latest_checkpoint(output_dir) == prefix and prefix.endswith("ckpt-60")
-    averaged = tf.train.load_checkpoint(prefix)
-    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (40, 50, 60)]
-    keys = weight_keys(prefix)
-    assert len(keys) == 4  # two kernels, two biases
-    for key in keys:
-        expected = np.mean([reader.get_tensor(key) for reader in readers], axis=0)
-        np.testing.assert_allclose(averaged.get_tensor(key), expected, rtol=1e-6)
-        assert not np.allclose(expected, readers[-1].get_tensor(key))  # the weights did move
-    # Restored into a model, the weights are the mean of the restored weights.
-    per_checkpoint = [restored_weights(os.path.join(model_dir, f"ckpt-{s}")) for s in (40, 50, 60)]
-    for got, *sources in zip(restored_weights(prefix), *per_checkpoint):
-        np.testing.assert_allclose(got, np.mean(sources, axis=0), rtol=1e-6)
-    # Optimizer state is the newest checkpoint's, unaveraged.
-    for name, _ in tf.train.list_variables(prefix):
-        if name.startswith("optimizer/") and name not in keys:
-            np.testing.assert_array_equal(averaged.get_tensor(name), readers[-1].get_tensor(name))
-    assert checkpoints.read_hparams(output_dir) == registry.hparams("transformer_tiny")
-    assert checkpoints.read_problem_info(output_dir)["problem"] == "algorithmic_reverse"
-
-
-def run_avg_all(argv):
-    absl_flags.FLAGS.unparse_flags()
-    absl_flags.FLAGS(["t2t-avg-all"] + argv)
-    avg_all.main([])
-
-
-def test_avg_all_tool(tmp_path):
-    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
-    write_checkpoints(model_dir, steps=[1, 2], keep=5)
-    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=5"])  # fewer than n: all of them
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
-    one, two = (tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2))
-    key = weight_keys(os.path.join(model_dir, "ckpt-2"))[0]
-    np.testing.assert_allclose(reader.get_tensor(key), (one.get_tensor(key) + two.get_tensor(key)) / 2, rtol=1e-6)
-    with open(os.path.join(output_dir, "problem.json")) as file:
-        assert json.load(file)["vocab_size"] == 12
-
-
-def test_avg_all_errors_name_the_flag(tmp_path):
-    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
-        run_avg_all([f"--output_dir={tmp_path}"])
-    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
-        run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}"])
-    with pytest.raises(avg_all.flags.UsageError, match="--n=0"):
-        run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", "--n=0"])
-
-
-def test_avg_all_never_replaces_a_checkpoint(tmp_path):
-    """The average is refused where it would overwrite trained weights or an earlier average."""
-    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
-    write_checkpoints(model_dir, steps=[1, 2], keep=5)
-    trained = {path: open(path, "rb").read() for path in tf.io.gfile.glob(os.path.join(model_dir, "*"))}
-    with pytest.raises(avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
-        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={model_dir}/"])
-    assert {path: open(path, "rb").read() for path in trained} == trained  # nothing written
-
-    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
-    first = open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read()
-    with pytest.raises(avg_all.flags.UsageError, match="ckpt-2 exists already"):
-        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=1"])
-    assert open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read() == first
-
-    # More training, a new average beside the earlier one, both listed.
-    write_checkpoints(model_dir, steps=[3], keep=5)
-    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
-    state = tf.train.get_checkpoint_state(output_dir)
-    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
-    assert os.path.basename(state.model_checkpoint_path) == "ckpt-3"
-
-    other = str(tmp_path / "other")
-    write_checkpoints(other, steps=[7], keep=5)
-    checkpoints.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
-    with pytest.raises(avg_all.flags.UsageError, match="hparams.json differs .* another model"):
-        run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
-
-
 def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with(tmp_path):
     model_dir = str(tmp_path)
     checkpoints.write_model_info(model_dir, registry.hparams("transformer_tiny"), "translate_files", "transformer",
@@ -165,23 +52,96 @@ def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with
             checkpoints.check_trained_with(model_dir, *given)
 
 
-def test_averaged_transformer_loads_with_load_model(tmp_path):
-    """The decoder's and exporter's entry point restores an averaged Transformer checkpoint."""
-    hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")
-    model_dir = str(tmp_path / "train")
-    weights = []
-    for step, seed in ((1, 1), (2, 2)):
-        keras.utils.set_random_seed(seed)
-        model = checkpoints.build_model(hparams, vocab_size=12)
-        optimizer = keras.optimizers.Adam()
-        optimizer.build(model.trainable_variables)
-        checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), model_dir, 5).save(step)
-        weights.append([v.numpy() for v in model.trainable_variables])
-    checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
-    checkpoints.average_checkpoints(model_dir, str(tmp_path / "avg"), n=2)
+# -- Damaged checkpoints -------------------------------------------------------------------
+def cut_short(prefix):
+    """A disk that filled up while the .data file was written: its second half is gone."""
+    data = prefix + ".data-00000-of-00001"
+    os.truncate(data, os.path.getsize(data) // 2)
+    return data
 
-    loaded = checkpoints.load_model(str(tmp_path / "avg"), checkpoints.read_hparams(str(tmp_path / "avg")), 12)
-    for variable, first, second in zip(loaded.trainable_variables, *weights):
-        np.testing.assert_allclose(variable.numpy(), (first + second) / 2, rtol=1e-6)
-    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
-        checkpoints.load_model(str(tmp_path), hparams, 12)
+
+def remove_index(prefix):
+    os.remove(prefix + ".index")
+    return prefix + ".index"
+
+
+def transformer_checkpoints(model_dir, steps):
+    """Checkpoints of a tiny Transformer at different weights, as the trainer leaves them."""
+    hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")
+    manager = None
+    for step in steps:
+        keras.utils.set_random_seed(step)
+        model = checkpoints.build_model(hparams, vocab_size=12)
+        checkpoint = checkpoints.training_checkpoint(model, keras.optimizers.Adam())
+        manager = checkpoints.checkpoint_manager(checkpoint, model_dir, 5)
+        manager.save(step)
+    checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
+    return hparams
+
+
+@pytest.mark.parametrize("damage, named", [(cut_short, r"ckpt-3\.data-00000-of-00001 cannot be read"),
+                                           (remove_index, r"ckpt-3\.index is missing")])
+def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp_path, damage, named):
+    model_dir = str(tmp_path)
+    hparams = transformer_checkpoints(model_dir, [1, 2, 3])
+    damage(os.path.join(model_dir, "ckpt-3"))
+    with pytest.raises(checkpoints.CheckpointError, match=named) as error:
+        checkpoints.load_model(model_dir, hparams, 12)
+    assert f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}" in str(error.value)
+    assert "\n" not in str(error.value)
+    checkpoints.load_model(os.path.join(model_dir, "ckpt-2"), hparams, 12)  # the way out it names works
+
+
+def snapshot(directory):
+    """Every file under `directory` (relative name -> bytes)."""
+    return {os.path.relpath(os.path.join(root, name), directory): open(os.path.join(root, name), "rb").read()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.parametrize("damage", [cut_short, remove_index])
+def test_training_resumes_from_the_newest_checkpoint_that_reads_keeping_the_damaged_one(tmp_path, damage):
+    model_dir = str(tmp_path / "train")
+    write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)
+    damaged_file = damage(os.path.join(model_dir, "ckpt-3"))
+    before = snapshot(model_dir)
+    messages = []
+    fresh = small_model()
+    checkpoint = checkpoints.training_checkpoint(fresh, keras.optimizers.Adam(0.1))
+    restored = checkpoints.restore_for_training(checkpoint, model_dir, log=messages.append)
+
+    assert restored == os.path.join(model_dir, "ckpt-2")
+    np.testing.assert_array_equal(fresh.get_weights()[0], restored_kernel(restored))
+    assert messages[0].startswith(f"WARNING: {damaged_file}") and "skipped ckpt-3" in messages[0]
+    assert "Moved ckpt-3 to" in messages[1] and "set_aside" in messages[1]
+    # Nothing deleted: what is left of ckpt-3 is in set_aside/, byte for byte; the rest is untouched.
+    after = snapshot(model_dir)
+    assert {os.path.basename(n): c for n, c in after.items() if n.startswith("set_aside")} == {
+        n: c for n, c in before.items() if n.startswith("ckpt-3.")}
+    assert {n: c for n, c in after.items() if n.startswith(("ckpt-1.", "ckpt-2."))} == {
+        n: c for n, c in before.items() if n.startswith(("ckpt-1.", "ckpt-2."))}
+    assert tf.train.latest_checkpoint(model_dir) == restored  # the list no longer names ckpt-3
+
+
+def restored_kernel(prefix):
+    """The first Dense kernel saved in a checkpoint of `small_model`, read without TensorFlow objects."""
+    reader = tf.train.load_checkpoint(prefix)
+    return reader.get_tensor("model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def test_training_resumes_from_a_named_checkpoint_setting_the_later_ones_aside(tmp_path):
+    model_dir = str(tmp_path / "train")
+    write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)
+    later = {n: c for n, c in snapshot(model_dir).items() if n.startswith(("ckpt-2.", "ckpt-3."))}
+    checkpoint = checkpoints.training_checkpoint(small_model(), keras.optimizers.Adam(0.1))
+    messages = []
+    named = os.path.join(model_dir, "ckpt-1")
+    assert checkpoints.restore_for_training(checkpoint, model_dir, named, log=messages.append) == named
+    assert "Moved ckpt-2, ckpt-3 to" in messages[0] and "they come after --checkpoint_path" in messages[0]
+    kept = {os.path.basename(n): c for n, c in snapshot(model_dir).items() if n.startswith("set_aside")}
+    assert kept == later  # byte for byte, in set_aside/
+    assert tf.train.latest_checkpoint(model_dir) == named
+
+    other = str(tmp_path / "other")
+    write_checkpoints(other, steps=[5], keep=5)
+    with pytest.raises(checkpoints.CheckpointError, match="not a checkpoint of --output_dir"):
+        checkpoints.restore_for_training(checkpoint, model_dir, os.path.join(other, "ckpt-5"))

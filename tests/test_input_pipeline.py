@@ -1,6 +1,7 @@
 """Token-bucketed batches (§5.1), checked on generated data of known lengths."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -130,12 +131,20 @@ def test_one_epoch_batches_every_example_exactly_once(data_dir, hparams):
     assert len(examples) == 600 and sorted(batched) == sorted(examples)
 
 
-def test_training_drops_long_examples_and_logs_the_count(data_dir, hparams, capfd):
+def test_training_drops_long_examples_and_logs_the_count_once_per_pass(data_dir, hparams, capfd):
     batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
     assert sum(len(b["inputs"]) for b in batches) == 600  # the 7 long ones are gone
     log = capfd.readouterr().err
-    assert "dropped 1 training examples longer than max_length = 256" in log
-    assert "dropped 10 " not in log  # logged at 1, 10, 100, ... drops; there were 7
+    assert log.count("dropped") == 1, log
+    assert "dropped 7 of 607 training examples longer than max_length = 256 in this pass" in log
+
+    taken = 0
+    for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=True).as_numpy_iterator():
+        taken += len(batch["inputs"])
+        if taken > 2 * 600:  # two passes read (the shuffle buffer reads ahead, so maybe more)
+            break
+    counts = re.findall(r"dropped (\d+) of (\d+)", capfd.readouterr().err)
+    assert len(counts) >= 2 and set(counts) == {("7", "607")}  # one line per pass, with that pass's total
 
 
 def test_max_length_zero_means_batch_size(data_dir, hparams):

@@ -322,13 +322,17 @@ def run_cli(argv):
       "--generate_data"], "--tmp_dir"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--model=transformr"], "--model"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--checkpoint_path=old/ckpt-5"], "--checkpoint_path=old/ckpt-5: t2t-trainer resumes"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=absent", "--output_dir=o"],
+     "--data_dir=absent: no such directory"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=a_file"],
+     "--output_dir=a_file: is a file; give a directory"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
 ])
 def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "a_file").write_text("not a directory")
     with pytest.raises(Exception, match=flag) as error:
         run_cli(argv)
     assert "UsageError" in type(error.value).__name__

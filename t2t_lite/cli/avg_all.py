@@ -6,12 +6,14 @@ The result is a checkpoint `ckpt-<newest step>` in --output_dir with hparams.jso
 problem.json beside it, which t2t-decoder and t2t-exporter load like any other. Averages
 of later steps join earlier ones there (all listed, the newest loaded by default); it
 never overwrites: --output_dir must not be --model_dir, must not hold an average of the
-same step already, nor averages of another model.
+same step already, nor averages of another model. --checkpoint_path=$TRAIN_DIR/ckpt-K
+averages the N up to ckpt-K (e.g. when a later one is damaged). One run at a time writes
+--output_dir (`t2t_lite.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import checkpoints
+from t2t_lite import averaging, checkpoints, run_lock
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
@@ -26,10 +28,15 @@ def main(argv):
     flags.require("model_dir", "output_dir")
     if FLAGS.n < 1:
         raise flags.UsageError(f"--n={FLAGS.n}: must be at least 1.")
+    flags.existing_dir("model_dir")
+    flags.writable_dir("output_dir")
     try:
-        checkpoints.average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.n)
+        with run_lock.directory_lock(FLAGS.output_dir, "t2t-avg-all"):
+            averaging.average_checkpoints(FLAGS.model_dir, FLAGS.output_dir, FLAGS.n, FLAGS.checkpoint_path)
     except checkpoints.CheckpointError as error:
         raise flags.UsageError(str(error)) from None
+    except run_lock.DirectoryInUse as error:
+        raise SystemExit(f"t2t-avg-all: --output_dir: {error}") from None
 
 
 def console_main():

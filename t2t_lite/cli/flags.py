@@ -25,7 +25,8 @@ flags.DEFINE_string("hparams", "", 'Comma-separated overrides of the hparams set
 flags.DEFINE_string("data_dir", None, "Directory of the generated TFRecord files and vocabulary.")
 flags.DEFINE_string("tmp_dir", None, "Directory for raw downloaded or user-supplied data.")
 flags.DEFINE_string("output_dir", None, "Directory of the model's checkpoints and hparams.json.")
-# Used by the tools that load a trained model (t2t-decoder, t2t-exporter).
+# Used by the tools that read checkpoints: t2t-decoder and t2t-exporter load it, t2t-trainer resumes
+# from it (a checkpoint of its own --output_dir), t2t-avg-all averages the last --n up to it.
 flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to use; default: the latest in --output_dir.")
 flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 

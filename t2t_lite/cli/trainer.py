@@ -3,13 +3,16 @@
     t2t-trainer --problem=translate_ende --hparams_set=transformer_base \\
         --data_dir=$DATA_DIR --output_dir=$TRAIN_DIR --train_steps=100000
 
-Rerunning the same command resumes from the latest checkpoint in --output_dir; other
---hparams, --problem or --model there stop with the differences (hparams.json, problem.json).
+Rerunning the same command resumes from the latest checkpoint in --output_dir that reads
+(one that does not is named and moved to --output_dir/set_aside/), or from
+--checkpoint_path=$TRAIN_DIR/ckpt-N of the same run; other --hparams, --problem or --model
+there stop with the differences (hparams.json, problem.json). A second run on the same
+--output_dir stops at once, naming the one that holds it (`t2t_lite.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import checkpoints, datagen, distribution, trainer
+from t2t_lite import checkpoints, datagen, distribution, run_lock, trainer
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
@@ -39,10 +42,13 @@ def _check_flags():
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
     if FLAGS.generate_data:
         flags.require("tmp_dir")
-    if FLAGS.checkpoint_path:  # a user may expect a warm start from it; say what happens instead
-        raise flags.UsageError(f"--checkpoint_path={FLAGS.checkpoint_path}: t2t-trainer resumes from the latest "
-                               f"checkpoint in --output_dir and takes no other; leave the flag out (it is for "
-                               f"t2t-decoder and t2t-exporter).")
+
+
+def _check_paths():
+    if FLAGS.generate_data:
+        flags.writable_dir("tmp_dir")
+    (flags.writable_dir if FLAGS.generate_data else flags.existing_dir)("data_dir")
+    flags.writable_dir("output_dir")
 
 
 def main(argv):
@@ -52,6 +58,7 @@ def main(argv):
     problem = flags.problem_from_flags()
     hparams = flags.hparams_from_flags()
     flags.check_model_flag()
+    _check_paths()
     try:
         if FLAGS.generate_data:  # as t2t-datagen: prints what was written and dropped
             datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
@@ -62,9 +69,11 @@ def main(argv):
             save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
             train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
-            save_checkpoints_secs=FLAGS.save_checkpoints_secs)
+            save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
+    except run_lock.DirectoryInUse as error:
+        raise SystemExit(f"t2t-trainer: --output_dir: {error}") from None
     except trainer.TrainingError as error:
         raise SystemExit(f"t2t-trainer: {error}") from None
 

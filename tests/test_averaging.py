@@ -1,0 +1,177 @@
+"""Checkpoint averaging (§6.1) against the numpy mean of the checkpoints' variables, and t2t-avg-all."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags as absl_flags
+
+from t2t_lite import averaging, checkpoints, registry
+from t2t_lite.cli import avg_all
+from test_checkpoints import small_model, write_checkpoints
+
+
+def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
+    """ckpt-0 (the initial random weights the trainer saves) joins an average only if it is all there is."""
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[0, 10, 20], keep=5)
+    prefix = averaging.average_checkpoints(model_dir, output_dir, n=5)
+    assert "ckpt-0, the untrained initial weights, left out" in capsys.readouterr().out
+    averaged = tf.train.load_checkpoint(prefix)
+    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
+    for key in weight_keys(prefix):
+        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
+                                   rtol=1e-6)
+    assert [os.path.basename(p) for p in averaging.last_checkpoints(model_dir, 2)] == ["ckpt-10", "ckpt-20"]
+
+    only_initial = str(tmp_path / "fresh")
+    write_checkpoints(only_initial, steps=[0], keep=5)
+    assert [os.path.basename(p) for p in averaging.last_checkpoints(only_initial, 5)] == ["ckpt-0"]
+
+
+def restored_weights(path):
+    model = small_model()
+    tf.train.Checkpoint(model=checkpoints.trackable_model(model)).restore(path).expect_partial().assert_existing_objects_matched()
+    return model.get_weights()
+
+
+def weight_keys(path):
+    """Keys of the model's weights, as read by tf.train.load_checkpoint (no TensorFlow objects)."""
+    return [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
+
+
+def test_average_equals_numpy_mean_of_last_n(tmp_path):
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[10, 20, 30, 40, 50, 60], keep=5)
+    assert os.path.basename(tf.train.latest_checkpoint(model_dir)) == "ckpt-60"
+
+    prefix = averaging.average_checkpoints(model_dir, output_dir, n=3)
+
+    assert tf.train.latest_checkpoint(output_dir) == prefix and prefix.endswith("ckpt-60")
+    averaged = tf.train.load_checkpoint(prefix)
+    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (40, 50, 60)]
+    keys = weight_keys(prefix)
+    assert len(keys) == 4  # two kernels, two biases
+    for key in keys:
+        expected = np.mean([reader.get_tensor(key) for reader in readers], axis=0)
+        np.testing.assert_allclose(averaged.get_tensor(key), expected, rtol=1e-6)
+        assert not np.allclose(expected, readers[-1].get_tensor(key))  # the weights did move
+    # Restored into a model, the weights are the mean of the restored weights.
+    per_checkpoint = [restored_weights(os.path.join(model_dir, f"ckpt-{s}")) for s in (40, 50, 60)]
+    for got, *sources in zip(restored_weights(prefix), *per_checkpoint):
+        np.testing.assert_allclose(got, np.mean(sources, axis=0), rtol=1e-6)
+    # Optimizer state is the newest checkpoint's, unaveraged.
+    for name, _ in tf.train.list_variables(prefix):
+        if name.startswith("optimizer/") and name not in keys:
+            np.testing.assert_array_equal(averaged.get_tensor(name), readers[-1].get_tensor(name))
+    assert checkpoints.read_hparams(output_dir) == registry.hparams("transformer_tiny")
+    assert checkpoints.read_problem_info(output_dir)["problem"] == "algorithmic_reverse"
+
+
+def run_avg_all(argv):
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-avg-all"] + argv)
+    avg_all.main([])
+
+
+def test_avg_all_tool(tmp_path):
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=5"])  # fewer than n: all of them
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    one, two = (tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2))
+    key = weight_keys(os.path.join(model_dir, "ckpt-2"))[0]
+    np.testing.assert_allclose(reader.get_tensor(key), (one.get_tensor(key) + two.get_tensor(key)) / 2, rtol=1e-6)
+    with open(os.path.join(output_dir, "problem.json")) as file:
+        assert json.load(file)["vocab_size"] == 12
+
+
+def test_avg_all_errors_name_the_flag(tmp_path):
+    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
+        run_avg_all([f"--output_dir={tmp_path}"])
+    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
+        run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}"])
+    with pytest.raises(avg_all.flags.UsageError, match="--n=0"):
+        run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", "--n=0"])
+
+
+def test_avg_all_never_replaces_a_checkpoint(tmp_path):
+    """The average is refused where it would overwrite trained weights or an earlier average."""
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    trained = {path: open(path, "rb").read() for path in tf.io.gfile.glob(os.path.join(model_dir, "*"))}
+    with pytest.raises(avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
+        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={model_dir}/"])
+    assert {path: open(path, "rb").read() for path in trained} == trained  # nothing written
+
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
+    first = open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read()
+    with pytest.raises(avg_all.flags.UsageError, match="ckpt-2 exists already"):
+        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=1"])
+    assert open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read() == first
+
+    # More training, a new average beside the earlier one, both listed.
+    write_checkpoints(model_dir, steps=[3], keep=5)
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
+    state = tf.train.get_checkpoint_state(output_dir)
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
+    assert os.path.basename(state.model_checkpoint_path) == "ckpt-3"
+
+    other = str(tmp_path / "other")
+    write_checkpoints(other, steps=[7], keep=5)
+    checkpoints.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
+    with pytest.raises(avg_all.flags.UsageError, match="hparams.json differs .* another model"):
+        run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
+
+
+def test_averaged_transformer_loads_with_load_model(tmp_path):
+    """The decoder's and exporter's entry point restores an averaged Transformer checkpoint."""
+    hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")
+    model_dir = str(tmp_path / "train")
+    weights = []
+    for step, seed in ((1, 1), (2, 2)):
+        keras.utils.set_random_seed(seed)
+        model = checkpoints.build_model(hparams, vocab_size=12)
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), model_dir, 5).save(step)
+        weights.append([v.numpy() for v in model.trainable_variables])
+    checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
+    averaging.average_checkpoints(model_dir, str(tmp_path / "avg"), n=2)
+
+    loaded = checkpoints.load_model(str(tmp_path / "avg"), checkpoints.read_hparams(str(tmp_path / "avg")), 12)
+    for variable, first, second in zip(loaded.trainable_variables, *weights):
+        np.testing.assert_allclose(variable.numpy(), (first + second) / 2, rtol=1e-6)
+    with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
+        checkpoints.load_model(str(tmp_path), hparams, 12)
+
+
+def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_others(tmp_path):
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)
+    data = os.path.join(model_dir, "ckpt-3.data-00000-of-00001")
+    os.truncate(data, os.path.getsize(data) // 2)
+    with pytest.raises(avg_all.flags.UsageError, match=rf"{data} cannot be read .*--checkpoint_path="
+                                                        rf"{os.path.join(model_dir, 'ckpt-2')} \(the newest"):
+        run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
+    assert not os.path.exists(os.path.join(output_dir, "checkpoint"))  # nothing averaged
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2",
+                 f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}"])
+    averaged = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+    readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2)]
+    for key in weight_keys(os.path.join(model_dir, "ckpt-2")):
+        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
+                                   rtol=1e-6)
+
+
+def test_avg_all_paths_are_checked_before_any_work(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    with pytest.raises(avg_all.flags.UsageError, match="--model_dir=.*a_file: is a file; give a directory"):
+        run_avg_all([f"--model_dir={a_file}", f"--output_dir={tmp_path / 'o'}"])
+    write_checkpoints(str(tmp_path / "train"), steps=[1], keep=5)
+    with pytest.raises(avg_all.flags.UsageError, match="--output_dir=.*a_file: is a file; give a directory"):
+        run_avg_all([f"--model_dir={tmp_path / 'train'}", f"--output_dir={a_file}"])

@@ -1,0 +1,152 @@
+"""One writer per directory: a second run stops naming the first; a lock left by SIGKILL is taken over."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+from t2t_lite import registry, run_lock
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped), as SIGKILL leaves one."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def write_lock(directory, **holder):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, run_lock.LOCK_FILE)
+    with open(path, "w") as file:
+        file.write(json.dumps({"tool": "t2t-trainer", "started": "2026-01-01 00:00:00 UTC", **holder}))
+    return path
+
+
+def test_the_lock_records_its_holder_and_is_removed_at_the_end(tmp_path):
+    with run_lock.directory_lock(str(tmp_path), "t2t-trainer") as path:
+        with open(path) as file:
+            holder = json.load(file)
+        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
+        assert holder["tool"] == "t2t-trainer" and holder["started"].endswith("UTC")
+    assert not os.path.exists(path)
+
+
+def test_a_second_writer_stops_naming_the_first_and_what_to_do(tmp_path):
+    with run_lock.directory_lock(str(tmp_path), "t2t-trainer") as path:
+        with pytest.raises(run_lock.DirectoryInUse) as error:
+            with run_lock.directory_lock(str(tmp_path), "t2t-avg-all"):
+                pass
+        assert os.path.exists(path)  # the holder keeps its lock
+    message = str(error.value)
+    assert f"is in use by t2t-trainer (pid {os.getpid()} on host {socket.gethostname()}, started " in message
+    assert "Wait for it to finish, or write to another directory" in message
+    assert f"if you are sure it has stopped, remove {path}" in message and "\n" not in message
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over_with_one_line(tmp_path):
+    pid = dead_pid()
+    write_lock(str(tmp_path), pid=pid, host=socket.gethostname())
+    messages = []
+    with run_lock.directory_lock(str(tmp_path), "t2t-trainer", log=messages.append) as path:
+        with open(path) as file:
+            assert json.load(file)["pid"] == os.getpid()
+    assert len(messages) == 1 and f"(pid {pid} on host {socket.gethostname()}" in messages[0]
+    assert "no longer runs (killed?); taking its lock over" in messages[0]
+    assert os.listdir(tmp_path) == []  # no stray files from the takeover
+
+
+def test_a_lock_held_on_another_host_is_never_taken_over(tmp_path):
+    path = write_lock(str(tmp_path), pid=dead_pid(), host="another-host")
+    with pytest.raises(run_lock.DirectoryInUse, match=f"its host cannot be checked from here, so if you are sure "
+                                                      f"that run has stopped, remove {path}"):
+        with run_lock.directory_lock(str(tmp_path), "t2t-trainer"):
+            pass
+
+
+def test_an_empty_lock_is_a_run_starting_now_unless_it_is_old(tmp_path):
+    path = os.path.join(tmp_path, run_lock.LOCK_FILE)
+    open(path, "w").close()  # a run between creating the file and writing it
+    with pytest.raises(run_lock.DirectoryInUse, match="taking this directory at this moment"):
+        with run_lock.directory_lock(str(tmp_path), "t2t-trainer"):
+            pass
+    old = time.time() - 60
+    os.utime(path, (old, old))  # a run killed between the two
+    messages = []
+    with run_lock.directory_lock(str(tmp_path), "t2t-trainer", log=messages.append):
+        pass
+    assert "unreadable lock file" in messages[0]
+
+
+# -- The tools, in separate processes --------------------------------------------------------
+@pytest.fixture(scope="module")
+def reverse_data(tmp_path_factory):
+    data_dir = str(tmp_path_factory.mktemp("data"))
+    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path_factory.mktemp("tmp")))
+    return data_dir
+
+
+def trainer_command(data_dir, output_dir, *flags):
+    return [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
+            "--hparams_set=transformer_tiny", f"--hparams={SMALL}", f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}", "--schedule=train", *flags]
+
+
+def start(command):
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_trainers_started_together_exactly_one_trains(reverse_data, tmp_path):
+    output_dir = str(tmp_path / "train")
+    # Long enough (20 s of training) that the later one starts while the first holds the directory.
+    runs = [start(trainer_command(reverse_data, output_dir, "--train_steps=100000", "--train_minutes=0.33",
+                                  f"--random_seed={seed}")) for seed in (1, 2)]
+    results = [(run.pid, run.wait(timeout=300), *run.communicate()) for run in runs]
+    winners = [result for result in results if result[1] == 0]
+    losers = [result for result in results if result[1] != 0]
+    assert len(winners) == 1 and len(losers) == 1, results
+    (winner_pid, _, winner_out, _), (_, loser_code, loser_out, loser_err) = winners[0], losers[0]
+    assert "Stopped after 0.33 minutes" in winner_out
+    assert loser_code == 1 and "Model transformer" not in loser_out  # it did not train
+    assert (f"t2t-trainer: --output_dir: {output_dir} is in use by t2t-trainer (pid {winner_pid} on host "
+            f"{socket.gethostname()}, started ") in loser_err
+    assert "Traceback" not in loser_err
+    assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))  # the winner released it
+
+
+def test_a_sigkilled_trainers_directory_resumes_without_clean_up(reverse_data, tmp_path):
+    output_dir = str(tmp_path / "train")
+    command = trainer_command(reverse_data, output_dir, "--train_steps=40", "--save_checkpoints_steps=10")
+    killed = start(command)
+    deadline = time.time() + 180
+    while not tf.io.gfile.exists(os.path.join(output_dir, "ckpt-10.index")) and time.time() < deadline:
+        time.sleep(0.1)
+    killed.send_signal(signal.SIGKILL)
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))  # SIGKILL leaves the lock behind
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"(pid {killed.pid} on host {socket.gethostname()}" in again.stdout
+    assert "no longer runs (killed?); taking its lock over" in again.stdout
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-40")
+    assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))
+
+
+def test_averaging_into_a_directory_in_use_stops_at_once(tmp_path):
+    output_dir = str(tmp_path / "avg")
+    with run_lock.directory_lock(output_dir, "t2t-avg-all"):
+        result = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-avg-all"), f"--model_dir={tmp_path}",
+                                 f"--output_dir={output_dir}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert f"t2t-avg-all: --output_dir: {output_dir} is in use by t2t-avg-all (pid {os.getpid()}" in result.stderr
+    assert "Traceback" not in result.stderr
