@@ -297,6 +297,55 @@ def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp
     assert saved == [0, 3, 6, 8]
 
 
+def test_eta_honours_train_minutes(reverse_data, tmp_path, monkeypatch):
+    """On a clock that advances 100 s per update, a 10-minute run's ETA is the time left of the 10 minutes."""
+    clock = [1000.0]
+    one_update = trainer._one_update
+
+    def slow_update(*args):
+        clock[0] += 100.0
+        return one_update(*args)
+
+    monkeypatch.setattr(trainer, "_one_update", slow_update)
+    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+    messages = []
+    train(reverse_data, str(tmp_path / "run"), train_steps=100000, save_checkpoints_steps=1000, train_minutes=10,
+          log=messages.append)
+    etas = [line.split("ETA ")[1] for line in messages if "ETA" in line]
+    assert etas == ["0:08:20", "0:06:40", "0:05:00", "0:03:20", "0:01:40", "0:00:00"]  # 600 s - 100 s per step
+    assert "Stopped after 10 minutes at step 6" in messages[-1]
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, tmp_path):
+    reference = str(tmp_path / "reference")
+    train(reverse_data, reference)
+    output_dir = str(tmp_path / "run")
+    train(reverse_data, output_dir)
+    data = os.path.join(output_dir, "ckpt-8.data-00000-of-00001")
+    os.truncate(data, os.path.getsize(data) // 2)  # a disk that filled up during the last save
+    messages = []
+    train(reverse_data, output_dir, train_steps=10, log=messages.append)
+    assert messages[0].startswith(f"WARNING: {data} cannot be read") and "skipped ckpt-8" in messages[0]
+    assert "Moved ckpt-8 to" in messages[1] and f"Restored {os.path.join(output_dir, 'ckpt-6')} (step 6)." in messages
+    assert glob.glob(os.path.join(output_dir, "set_aside", "*", "ckpt-8.data-00000-of-00001"))  # kept, not deleted
+    train(reverse_data, reference, train_steps=10)
+    resumed, expected = logged_scalars(output_dir), logged_scalars(reference)
+    np.testing.assert_allclose([resumed[s] for s in range(7, 11)], [expected[s] for s in range(7, 11)], rtol=1e-5)
+
+
+def test_checkpoint_path_resumes_the_run_from_an_earlier_checkpoint(reverse_data, tmp_path, capsys):
+    output_dir = str(tmp_path / "run")
+    train(reverse_data, output_dir)  # ckpt-0, 2, 4, 6, 8
+    run_cli(["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={SMALL}",
+             f"--data_dir={reverse_data}", f"--output_dir={output_dir}", "--schedule=train", "--train_steps=6",
+             "--save_checkpoints_steps=2", "--random_seed=3", f"--checkpoint_path={output_dir}/ckpt-4"])
+    out = capsys.readouterr().out
+    assert "Moved ckpt-6, ckpt-8 to" in out and f"Restored {output_dir}/ckpt-4 (step 4)" in out
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-6")
+    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(output_dir, "set_aside", "*", "*.index"))) == [
+        "ckpt-6.index", "ckpt-8.index"]
+
+
 def run_cli(argv):
     from absl import flags as absl_flags
 
