@@ -1,0 +1,101 @@
+"""Quiet by default (t2t_lite/cli/__init__.py): a datagen → train → average → decode → export chain,
+each tool in a fresh process as a user runs it, prints only the tools' own lines; --verbosity or a
+TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back."""
+
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+from t2t_lite import cli
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,max_length=32"
+# What TensorFlow and absl write on their own: C++ log lines (I0000, E0000, W0000 ... file.cc:N]),
+# absl's Python format (I1122 12:48:49.842705 1406... functional_saver.py:440]), TensorFlow's
+# Python logger, and the start-up notes about CUDA and oneDNN.
+NOT_OURS = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\]|^(WARNING|INFO|ERROR):tensorflow|"
+                      r"absl::InitializeLog|cuda|cuInit|oneDNN|cpu_feature_guard|rebuild TensorFlow", re.IGNORECASE)
+USR_DIR = """
+from t2t_lite import registry
+from t2t_lite.problems.translate_files import TranslateFiles
+
+
+@registry.register_problem
+class QuietFiles(TranslateFiles):
+    approx_vocab_size = 400
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quiet")
+    (root / "usr").mkdir()
+    (root / "usr" / "__init__.py").write_text(USR_DIR)
+    words = "the a cat dog sees runs red big small house tree river walks".split()
+    rng = random.Random(1)
+    tmp_dir = root / "tmp"
+    tmp_dir.mkdir()
+    for split, count in (("train", 300), ("dev", 20)):
+        sentences = [" ".join(rng.choices(words, k=rng.randint(2, 7))) for _ in range(count)]
+        (tmp_dir / f"{split}.src").write_text("\n".join(sentences) + "\n")
+        (tmp_dir / f"{split}.tgt").write_text("\n".join(" ".join(reversed(s.split())) for s in sentences) + "\n")
+    (root / "input.txt").write_text("the cat sees a dog\nbig red house\n")
+    return root
+
+
+def run_tool(tool, *flags, env=None):
+    environment = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    environment.update(env or {})
+    result = subprocess.run([sys.executable, os.path.join(REPO, "bin", tool), *flags], capture_output=True,
+                            text=True, env=environment, timeout=600)
+    assert result.returncode == 0, f"{tool}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+
+
+def test_the_chain_prints_only_the_tools_own_lines(corpus):
+    root = str(corpus)
+    common = [f"--t2t_usr_dir={root}/usr", "--problem=quiet_files", f"--data_dir={root}/data"]
+    lines = {
+        "t2t-datagen": run_tool("t2t-datagen", *common, f"--tmp_dir={root}/tmp"),
+        "t2t-trainer": run_tool("t2t-trainer", *common, "--hparams_set=transformer_tiny", f"--hparams={SMALL}",
+                                f"--output_dir={root}/train", "--train_steps=4", "--save_checkpoints_steps=2",
+                                "--local_eval_frequency=4", "--eval_steps=1"),
+        "t2t-avg-all": run_tool("t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2"),
+        "t2t-decoder": run_tool("t2t-decoder", *common, f"--output_dir={root}/avg", "--decode_hparams=beam_size=2",
+                                f"--decode_from_file={root}/input.txt", f"--decode_to_file={root}/output.txt"),
+        "t2t-exporter": run_tool("t2t-exporter", *common, f"--output_dir={root}/avg", f"--export_dir={root}/export",
+                                 "--decode_hparams=beam_size=2"),
+    }
+    for tool, printed in lines.items():
+        assert printed, tool  # each tool reports what it did
+        assert [line for line in printed if NOT_OURS.search(line)] == [], tool
+    assert any(line.startswith("step 4/4") for line in lines["t2t-trainer"])
+    assert any(line.startswith("Eval at step 4") for line in lines["t2t-trainer"])
+    assert any(line.startswith("Averaged 2 checkpoints") for line in lines["t2t-avg-all"])
+    assert os.path.exists(os.path.join(root, "output.txt")) and os.listdir(os.path.join(root, "export"))
+
+
+@pytest.mark.parametrize("asked", [["--verbosity=0"], {"TF_CPP_MIN_LOG_LEVEL": "0"}])
+def test_the_user_can_ask_for_tensorflows_log(asked):
+    flags, env = (asked, None) if isinstance(asked, list) else ([], asked)
+    quiet = run_tool("t2t-avg-all", "--registry_help")
+    printed = run_tool("t2t-avg-all", "--registry_help", *flags, env=env)
+    assert not any("oneDNN" in line for line in quiet)
+    assert any("oneDNN" in line for line in printed), printed  # TensorFlow's start-up line, as it writes it
+
+
+def test_only_the_documented_lines_are_dropped():
+    info = ("I0000 00:00:1795351719.218342    5388 port.cc:153] oneDNN custom operations are on.\n")
+    cuinit = ("E0000 00:00:1795351723.442451    5388 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+              "error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+    banner = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    other_error = "E0000 00:00:1795351723.442451    5388 some_kernel.cc:12] Out of memory\n"
+    assert cli._dropped(info, no_driver=False) and cli._dropped(banner, no_driver=False)
+    assert cli._dropped(cuinit, no_driver=True)
+    assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
+    assert not cli._dropped(other_error, no_driver=True)
+    assert not cli._dropped("t2t-trainer: --output_dir: ... is in use by ...\n", no_driver=True)
