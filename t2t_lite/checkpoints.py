@@ -129,15 +129,16 @@ def read_problem_info(model_dir: str) -> dict:
 def checkpoint_path(checkpoint_path_or_dir: str) -> str:
     """A checkpoint prefix as given, or the latest one in a directory."""
     if tf.io.gfile.isdir(checkpoint_path_or_dir):
-        listed = listed_checkpoints(checkpoint_path_or_dir)
-        if not listed:
+        state = tf.train.get_checkpoint_state(checkpoint_path_or_dir)
+        if state is None or not state.model_checkpoint_path:
             raise CheckpointError(
                 f"{checkpoint_path_or_dir}: no checkpoint found (expected ckpt-<step>.index and a "
                 f"'checkpoint' file written by t2t-trainer)."
             )
-        if not tf.io.gfile.exists(listed[-1] + ".index"):
-            raise damaged(listed[-1], None)
-        return listed[-1]
+        latest = _in_dir(checkpoint_path_or_dir, state.model_checkpoint_path)
+        if not tf.io.gfile.exists(latest + ".index"):
+            raise damaged(latest, None)
+        return latest
     if not tf.io.gfile.exists(checkpoint_path_or_dir + ".index"):
         raise CheckpointError(f"{checkpoint_path_or_dir}: not a checkpoint (no {checkpoint_path_or_dir}.index).")
     return checkpoint_path_or_dir
@@ -148,9 +149,12 @@ def listed_checkpoints(model_dir: str) -> list:
     state = tf.train.get_checkpoint_state(model_dir)
     if state is None:
         return []
-    paths = [path if os.path.isabs(path) or "://" in path else os.path.join(model_dir, path)
-             for path in state.all_model_checkpoint_paths]
-    return sorted(paths, key=checkpoint_step)
+    return sorted((_in_dir(model_dir, path) for path in state.all_model_checkpoint_paths), key=checkpoint_step)
+
+
+def _in_dir(model_dir: str, path: str) -> str:
+    """A path of the `checkpoint` file: relative to its directory (CheckpointManager's) or absolute."""
+    return path if os.path.isabs(path) or "://" in path else os.path.join(model_dir, path)
 
 
 # -- Damaged checkpoints (a disk that filled up, a copy cut short) -----------------------------
