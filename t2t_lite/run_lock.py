@@ -41,13 +41,16 @@ def directory_lock(directory: str, tool: str, log=print):
     path = os.path.join(directory, LOCK_FILE)
     mine = {"tool": tool, "pid": os.getpid(), "host": socket.gethostname(),
             "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    remote = "://" in directory
+    created = not remote and not os.path.isdir(directory)
     tf.io.gfile.makedirs(directory)
-    acquire = _acquire_remote if "://" in directory else _acquire_local
-    acquire(path, mine, log)
+    (_acquire_remote if remote else _acquire_local)(path, mine, log)
     try:
         yield path
     finally:
         _release(path, mine)
+        if created and not os.listdir(directory):  # a run that stopped before writing leaves nothing behind
+            os.rmdir(directory)
 
 
 def _acquire_local(path: str, mine: dict, log) -> None:

@@ -38,7 +38,12 @@ def test_the_lock_records_its_holder_and_is_removed_at_the_end(tmp_path):
             holder = json.load(file)
         assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
         assert holder["tool"] == "t2t-trainer" and holder["started"].endswith("UTC")
-    assert not os.path.exists(path)
+        (tmp_path / "written").write_text("x")
+    assert os.listdir(tmp_path) == ["written"]
+    new = tmp_path / "new" / "train"
+    with run_lock.directory_lock(str(new), "t2t-avg-all"):
+        assert os.path.isdir(new)
+    assert not os.path.exists(new)  # created for the lock, left empty: removed again
 
 
 def test_a_second_writer_stops_naming_the_first_and_what_to_do(tmp_path):
