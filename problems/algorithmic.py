@@ -50,9 +50,9 @@ class AlgorithmicProblem(Problem):
             if datagen.complete_shards(data_dir, self.base_name, split):
                 report.reused.append(split)
                 continue
-            filenames = datagen.shard_filenames(data_dir, self.base_name, split, self.num_shards[split])
-            description = f"{self.base_name} {split}"
-            report.written[split] = datagen.write_shuffled_shards(self.examples(split), filenames, description)
+            report.written[split] = datagen.write_shuffled_shards(
+                self.examples(split), data_dir, self.base_name, split, self.num_shards[split],
+                f"{self.base_name} {split}")
         return report
 
 

@@ -27,35 +27,49 @@ class CorpusError(ValueError):
     """A parallel text file that cannot be used, with the file and line to fix."""
 
 
-def read_lines(path: str) -> list:
-    """The lines of a UTF-8 text file, without line ends; errors name the file and line."""
+def check_lines(path: str) -> int:
+    """The number of lines of a UTF-8 text file, read as a stream; errors name the file and line."""
+    count = 0
     with open(path, "rb") as file:
-        raw_lines = file.read().splitlines()
-    if not raw_lines:
+        for count, raw in enumerate(file, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise CorpusError(
+                    f"{path}:{count}: not valid UTF-8 (byte {error.start}: {raw[error.start:error.start + 1]!r}); "
+                    f"convert the file, e.g. `iconv -f latin1 -t utf-8`."
+                ) from None
+    if count == 0:
         raise CorpusError(f"{path} is empty; it needs one sentence per line.")
-    lines = []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raise CorpusError(
-                f"{path}:{number}: not valid UTF-8 (byte {error.start}: {raw[error.start:error.start + 1]!r}); "
-                f"convert the file, e.g. `iconv -f latin1 -t utf-8`."
-            ) from None
-    return lines
+    return count
 
 
-def read_parallel(source_path: str, target_path: str) -> list:
-    """(source, target) pairs of two line-aligned files."""
-    sources, targets = read_lines(source_path), read_lines(target_path)
-    if len(sources) != len(targets):
-        shorter = source_path if len(sources) < len(targets) else target_path
+def read_lines(path: str):
+    """The lines of a UTF-8 text file (checked by `check_lines`), one at a time.
+
+    As in `t2t_lite.text_lines`, a line ends at "\\n" only, and a "\\r" before it is dropped.
+    """
+    with open(path, "rb") as file:
+        for raw in file:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            yield (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
+
+
+def read_parallel(source_path: str, target_path: str):
+    """(source, target) pairs of two line-aligned files, streamed after both are checked whole.
+
+    The check reads both files once before the first pair, so a bad line stops datagen
+    before anything is written; the pairs themselves are never all in memory.
+    """
+    sources, targets = check_lines(source_path), check_lines(target_path)
+    if sources != targets:
+        shorter = source_path if sources < targets else target_path
         raise CorpusError(
-            f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}; "
-            f"{shorter} ends at line {min(len(sources), len(targets))}. "
+            f"{source_path} has {sources} lines but {target_path} has {targets}; "
+            f"{shorter} ends at line {min(sources, targets)}. "
             f"Line i of each file must be a translation of line i of the other."
         )
-    return list(zip(sources, targets))
+    return zip(read_lines(source_path), read_lines(target_path))
 
 
 @register_problem
@@ -63,6 +77,10 @@ class TranslateFiles(TextProblem):
     """Translation of the user's own corpus: <tmp_dir>/{train,dev,test}.{src,tgt}."""
 
     approx_vocab_size = 8000
+
+    def raw_files(self, tmp_dir: str, split: str) -> list:
+        paths = [os.path.join(tmp_dir, split + suffix) for suffix in (SOURCE_SUFFIX, TARGET_SUFFIX)]
+        return [path for path in paths if os.path.exists(path)]
 
     def text_pairs(self, tmp_dir: str, split: str):
         source_path = os.path.join(tmp_dir, split + SOURCE_SUFFIX)

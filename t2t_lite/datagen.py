@@ -4,15 +4,26 @@ The on-disk format is tensor2tensor's, so its tools and habits carry over:
 `<data_dir>/<problem>-<split>-00000-of-000NN` hold `tf.train.Example`s with int64
 list features `inputs` and `targets`, each ending in EOS (id 1), and the shared
 vocabulary (§5.1) sits beside them as `<data_dir>/vocab.<problem>.model`.
-A split whose files exist is reused, never regenerated; each split is written to
-`.incomplete` files first and renamed at the end, so an interrupted run leaves
-nothing that a second run would mistake for finished data.
+A split whose files exist is reused; each split is written to `.incomplete` files
+first and renamed at the end, so an interrupted run leaves nothing that a second run
+would mistake for finished data.
+
+Reuse is safe only while the raw files are those the data was made from: a record of
+them (`raw_fingerprint.<problem>.json`, see `t2t_lite.raw_fingerprint`) sits beside the
+shards, and a rerun whose raw files changed stops and names them; `overwrite=True`
+(t2t-datagen --overwrite) regenerates the vocabulary and every split from them.
+
+The number of shards grows with the corpus (one per `PAIRS_PER_SHARD` pairs, at least
+the problem's `num_shards`), so a WMT-size training set gives the hundreds of files
+that file-based sharding spreads over many workers, and the shuffle holds one shard in
+memory, whatever the corpus size.
 
     report = datagen.generate(registry.problem("translate_ende"), data_dir, tmp_dir)
 """
 
 import collections
 import dataclasses
+import math
 import os
 import random
 import re
@@ -20,6 +31,7 @@ import re
 import keras
 import tensorflow as tf
 
+from t2t_lite import raw_fingerprint
 from t2t_lite.vocabulary import EOS_ID, normalize_text
 
 SPLITS = ("train", "dev", "test")
@@ -29,7 +41,12 @@ DROP_TOO_LONG = "too long"
 DROP_IDENTICAL = "identical source and target"
 _ENCODE_BATCH = 512  # sentences tokenized per call of the in-graph tokenizer
 _PROGRESS_EVERY = 1000
+_READ_BATCH = 4096  # records per read when shuffling into shards
 _SHUFFLE_SEED = 1234  # fixed, so two runs on the same raw data write the same files
+# About tensor2tensor's shard size (WMT EN-DE: 4.5 M pairs in 100 shards): WMT14 EN-FR's
+# 36 M pairs make 720 files, enough for file-based sharding over hundreds of workers, and
+# one shard (what the shuffle holds in memory) stays near 10-20 MB.
+PAIRS_PER_SHARD = 50_000
 
 
 class EmptySplitError(ValueError):
@@ -68,13 +85,36 @@ def format_drops(dropped) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
 
 
-def generate(problem, data_dir: str, tmp_dir: str) -> DatagenReport:
-    """Runs `problem.generate_data` and prints what was written and dropped."""
+def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False) -> DatagenReport:
+    """Runs `problem.generate_data` and prints what was written and dropped.
+
+    Stops with `raw_fingerprint.RawDataChangedError` when raw files changed since the
+    data in `data_dir` was written from them; `overwrite` then removes that data (the
+    vocabulary too) and writes it afresh.
+    """
     os.makedirs(data_dir, exist_ok=True)
     os.makedirs(tmp_dir, exist_ok=True)
+    record = raw_fingerprint.record_path(data_dir, problem.base_name)
+    if overwrite:
+        remove_generated(problem, data_dir)
+    else:
+        raw_fingerprint.check_unchanged(record, problem, data_dir, tmp_dir)
     report = problem.generate_data(data_dir, tmp_dir)
+    raw_fingerprint.update(record, problem, tmp_dir, written=list(report.written), reused=report.reused)
     print(report.summary())
     return report
+
+
+def remove_generated(problem, data_dir: str) -> None:
+    """Deletes what datagen wrote for `problem` in `data_dir` (shards, vocabulary, raw-file record), saying so."""
+    names = [name for split in SPLITS for name in tf.io.gfile.glob(filepattern(data_dir, problem.base_name, split))]
+    names += [name for name in problem.generated_files(data_dir) if os.path.exists(name)]
+    names.append(raw_fingerprint.record_path(data_dir, problem.base_name))
+    removed = [name for name in names if os.path.exists(name)]
+    for name in removed:
+        os.remove(name)
+    if removed:
+        print(f"--overwrite: removed {len(removed)} file(s) of {problem.base_name} in {data_dir}.")
 
 
 # -- File names ---------------------------------------------------------------------
@@ -125,7 +165,7 @@ def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: in
     ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
     for inputs_batch, targets_batch in ids.as_numpy_iterator():
         for inputs, targets in zip(inputs_batch, targets_batch):
-            inputs, targets = list(inputs) + [EOS_ID], list(targets) + [EOS_ID]
+            inputs, targets = inputs.tolist() + [EOS_ID], targets.tolist() + [EOS_ID]
             if max_length and max(len(inputs), len(targets)) > max_length:
                 drops[DROP_TOO_LONG] += 1
             else:
@@ -143,38 +183,63 @@ def example_proto(inputs, targets) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_shuffled_shards(examples, filenames: list, description: str) -> int:
-    """Writes (inputs, targets) pairs to `filenames`, shuffled; returns how many.
+def num_shards_for(count: int, minimum: int) -> int:
+    """Shards for `count` pairs: one per PAIRS_PER_SHARD, and at least `minimum`."""
+    return max(minimum, math.ceil(count / PAIRS_PER_SHARD))
 
-    Like tensor2tensor: each example goes to a random shard, then each shard is
-    shuffled in memory, so memory holds one shard at a time, not the corpus.
+
+def write_shuffled_shards(examples, data_dir: str, base_name: str, split: str, min_shards: int,
+                          description: str) -> int:
+    """Writes (inputs, targets) pairs to the split's shards, shuffled; returns how many.
+
+    Memory holds one shard, never the corpus: the examples stream to one unshuffled
+    file while they are counted; the count fixes the number of shards (`num_shards_for`);
+    then, as in tensor2tensor, each record goes to a random shard and each shard is
+    shuffled in memory.
     """
+    unshuffled = os.path.join(data_dir, f"{base_name}-{split}.incomplete-unshuffled")
+    count = _write_counting(examples, unshuffled, description)
+    if count == 0:
+        os.remove(unshuffled)
+        raise EmptySplitError(f"{description}: no pair left to write; nothing written.")
+    filenames = shard_filenames(data_dir, base_name, split, num_shards_for(count, min_shards))
     rng = random.Random(_SHUFFLE_SEED)
     partial_names = [name + ".incomplete" for name in filenames]
-    progress = keras.utils.Progbar(None, unit_name="pair")
-    print(f"Writing {description}:")
-    count = 0
     writers = [tf.io.TFRecordWriter(name) for name in partial_names]
     try:
-        for inputs, targets in examples:
-            writers[rng.randrange(len(writers))].write(example_proto(inputs, targets))
-            count += 1
-            if count % _PROGRESS_EVERY == 0:
-                progress.update(count)
+        for record in _records(unshuffled):
+            writers[rng.randrange(len(writers))].write(record)
     finally:
         for writer in writers:
             writer.close()
-    progress.update(count, finalize=True)
-    if count == 0:
-        for partial in partial_names:
-            os.remove(partial)
-        raise EmptySplitError(f"{description}: no pair left to write; nothing written.")
+    os.remove(unshuffled)
     for partial, final in zip(partial_names, filenames):
-        records = list(tf.data.TFRecordDataset(partial).as_numpy_iterator())
+        records = list(_records(partial))
         rng.shuffle(records)
         with tf.io.TFRecordWriter(final + ".incomplete-shuffled") as writer:
             for record in records:
                 writer.write(record)
         os.replace(final + ".incomplete-shuffled", final)
         os.remove(partial)
+    return count
+
+
+def _records(path: str):
+    """The serialized records of a TFRecord file, read in batches (one eager call per record is slow)."""
+    for batch in tf.data.TFRecordDataset(path).batch(_READ_BATCH).as_numpy_iterator():
+        yield from batch
+
+
+def _write_counting(examples, path: str, description: str) -> int:
+    """Streams (inputs, targets) pairs to one TFRecord file; returns how many, with a progress bar."""
+    progress = keras.utils.Progbar(None, unit_name="pair")
+    print(f"Writing {description}:")
+    count = 0
+    with tf.io.TFRecordWriter(path) as writer:
+        for inputs, targets in examples:
+            writer.write(example_proto(inputs, targets))
+            count += 1
+            if count % _PROGRESS_EVERY == 0:
+                progress.update(count)
+    progress.update(count, finalize=True)
     return count

@@ -4,7 +4,8 @@
 `tf.distribute.MirroredStrategy`: each replica takes its share of the global batch and
 the gradients are summed across replicas before every update (see `trainer.StepFunctions`).
 Beyond one machine, set `TF_CONFIG` (TensorFlow's standard cluster description) on every
-worker and `MultiWorkerMirroredStrategy` spans them all.
+worker and `MultiWorkerMirroredStrategy` spans them all; `tf_configs` writes one per task
+(t2t-make-tf-configs, as tensor2tensor's tool).
 
     t2t-trainer ... --worker_gpu=8                               # one machine, 8 GPUs
     TF_CONFIG='{"cluster": {"worker": ["host1:2222", "host2:2222"]},
@@ -13,8 +14,20 @@ worker and `MultiWorkerMirroredStrategy` spans them all.
 
 import json
 import os
+import re
+import shutil
+import sys
+import tempfile
 
 import tensorflow as tf
+from tensorflow.python.eager import context
+
+_SCRATCH_PREFIX = "t2t_scratch_"  # + task type, index and process id: a non-chief worker's checkpoints, deleted at the end
+_EXIT_BARRIER_MS = 10 * 60 * 1000  # how long a finished worker waits for the others before leaving anyway
+# What a collective raises on the surviving workers when a peer dies (connection reset,
+# the coordination service's missed heartbeats, an aborted or timed-out collective).
+WORKER_FAILURES = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+                   tf.errors.CancelledError)
 
 
 def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
@@ -54,12 +67,14 @@ def checkpoint_directory(strategy: tf.distribute.Strategy, output_dir: str) -> s
     """Where this process saves: `output_dir` for the chief, a private scratch directory otherwise.
 
     Under MultiWorkerMirroredStrategy every worker must take part in each save (the
-    variables are synchronised by collectives), but only the chief's copy is kept.
+    variables are synchronised by collectives), but only the chief's copy is kept: the
+    others write into a temporary directory outside `output_dir` (so TensorBoard and
+    t2t-avg-all see the chief's files only), deleted by `leave_cluster`.
     """
     if is_chief(strategy):
         return output_dir
     resolver = strategy.cluster_resolver
-    return os.path.join(output_dir, f"{resolver.task_type}_{resolver.task_id}_scratch")
+    return tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{resolver.task_type}_{resolver.task_id}_{os.getpid()}_")
 
 
 def skip_together(gradients):
@@ -98,6 +113,84 @@ def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
     if _cluster_workers() > 1 and (train_minutes or save_checkpoints_secs):
         raise ValueError("--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
                          "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps.")
+
+
+def tf_configs(workers: str, chief: str = "") -> list:
+    """One `(task type, index, host, TF_CONFIG dict)` per task of the cluster, chief first.
+
+    `workers` is "host:port,host:port,..."; `chief`, if given, is one more "host:port"
+    that coordinates (saves checkpoints and summaries) and trains like the workers.
+    Without it, worker 0 is the chief.
+    """
+    hosts = {"chief": [chief] if chief else [], "worker": [host for host in workers.split(",") if host]}
+    if not hosts["worker"]:
+        raise ValueError(f"--workers={workers!r}: give at least one host:port, e.g. --workers=host1:2222,host2:2222.")
+    for flag, addresses in (("chief", hosts["chief"]), ("workers", hosts["worker"])):
+        for address in addresses:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"--{flag}: {address!r} is not host:port (a port from 1 to 65535), "
+                                 f"e.g. host1:2222.")
+    everyone = hosts["chief"] + hosts["worker"]
+    repeated = sorted({address for address in everyone if everyone.count(address) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} appears twice in --workers/--chief; each task needs its own "
+                         f"host:port.")
+    cluster = {task_type: addresses for task_type, addresses in hosts.items() if addresses}
+    return [(task_type, index, address, {"cluster": cluster, "task": {"type": task_type, "index": index}})
+            for task_type, addresses in cluster.items() for index, address in enumerate(addresses)]
+
+
+def leave_cluster() -> None:
+    """Ends a finished worker of a TF_CONFIG run once every worker has finished (no-op otherwise).
+
+    TensorFlow's own teardown of a MultiWorkerMirroredStrategy process waits on the
+    heartbeats of workers that are leaving too, from seconds to minutes (and logs errors
+    about them; tensorflow/tensorflow#58434). By now everything of the run is on disk
+    (checkpoints are written synchronously, summaries flushed), so after a barrier that
+    every worker reaches, the process removes its scratch directory and exits at once.
+    """
+    if not is_multi_worker():
+        return
+    try:
+        context.context().wait_at_barrier("t2t_trainer_finished", _EXIT_BARRIER_MS)
+    except tf.errors.OpError as error:  # a worker that died after the last save: our part is done
+        print(f"t2t-trainer: finished, but not every worker reached the end ({type(error).__name__}).",
+              file=sys.stderr)
+    task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
+    prefix = f"{_SCRATCH_PREFIX}{task.get('type')}_{task.get('index', 0)}_{os.getpid()}_"
+    for name in os.listdir(tempfile.gettempdir()):
+        if name.startswith(prefix):
+            shutil.rmtree(os.path.join(tempfile.gettempdir(), name), ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def is_multi_worker() -> bool:
+    """Whether TF_CONFIG describes a cluster of more than one training task."""
+    return _cluster_workers() > 1
+
+
+def lost_worker_message(error: Exception, output_dir: str) -> str:
+    """What to do when a collective failed because another worker stopped: name it, relaunch all.
+
+    MultiWorkerMirroredStrategy cannot continue with fewer workers (each update needs
+    every replica's gradients), so the survivors stop rather than wait forever.
+    """
+    config = json.loads(os.environ["TF_CONFIG"])
+    cluster, task = config.get("cluster", {}), config.get("task", {})
+    own = (task.get("type"), int(task.get("index", 0)))
+    peers = [(job, int(index)) for job, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", str(error))]
+    lost = sorted({peer for peer in peers if peer != own and peer[0] in cluster and peer[1] < len(cluster[peer[0]])})
+    named = ", ".join(f"{job} {index} ({cluster[job][index]})" for job, index in lost) or "another worker"
+    latest = tf.train.latest_checkpoint(output_dir)
+    resume = f"from {latest}" if latest else f"from the start (no checkpoint in {output_dir} yet)"
+    # The first line of TensorFlow's message, without the {{function_node ...}} of the op that failed.
+    reason = re.sub(r"\{\{[^}]*\}\}\s*", "", (str(error).strip().splitlines() or [""])[0]) or "no detail"
+    return (f"lost {named} of the TF_CONFIG cluster ({type(error).__name__}: {reason}). Training cannot go on "
+            f"with fewer workers: stop every worker, then relaunch all of them with the same command and their "
+            f"own TF_CONFIG; they resume {resume}.")
 
 
 def _cluster_workers() -> int:

@@ -35,6 +35,7 @@ class Problem(abc.ABC):
 
     has_inputs = True  # False for language-model problems (targets only).
     eval_metrics = []  # The task's own metrics, for information (e.g. ["bleu"]: score decodes with t2t-bleu).
+    # The fewest shards per split; a large split gets one per datagen.PAIRS_PER_SHARD pairs.
     num_shards = {"train": 10, "dev": 1, "test": 1}
 
     def __init__(self, was_reversed: bool = False):
@@ -68,6 +69,14 @@ class Problem(abc.ABC):
     @abc.abstractmethod
     def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
         """Writes the vocabulary and the TFRecord files of every split; reuses what exists."""
+
+    def raw_files(self, tmp_dir: str, split: str) -> list:
+        """The files in `tmp_dir` that `split` is generated from (recorded to notice changes); [] = none."""
+        return []
+
+    def generated_files(self, data_dir: str) -> list:
+        """Files besides the shards that datagen writes into `data_dir` (e.g. the vocabulary)."""
+        return []
 
     def filepattern(self, data_dir: str, mode: str) -> str:
         check_mode(mode)
@@ -141,6 +150,9 @@ class TextProblem(Problem):
     def vocabulary(self, data_dir: str) -> Vocabulary:
         return Vocabulary(os.path.join(data_dir, self.vocab_filename()))
 
+    def generated_files(self, data_dir: str) -> list:
+        return [os.path.join(data_dir, self.vocab_filename())]
+
     def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
         report = datagen.DatagenReport(self.base_name)
         vocabulary = self._vocabulary_or_train(data_dir, tmp_dir)
@@ -157,10 +169,9 @@ class TextProblem(Problem):
             # Only training drops long pairs: dev and test are scored on every sentence.
             max_length = self.max_subword_length if split == "train" else 0
             examples = datagen.encode_pairs(cleaned, vocabulary.tokenizer, drops, max_length=max_length)
-            filenames = datagen.shard_filenames(data_dir, self.base_name, split, self.num_shards[split])
             try:
-                report.written[split] = datagen.write_shuffled_shards(examples, filenames,
-                                                                      f"{self.base_name} {split}")
+                report.written[split] = datagen.write_shuffled_shards(
+                    examples, data_dir, self.base_name, split, self.num_shards[split], f"{self.base_name} {split}")
             except datagen.EmptySplitError as error:
                 reasons = datagen.format_drops(drops) or "none read"
                 raise datagen.EmptySplitError(f"{error} Dropped: {reasons}. Check the raw {split} data in "

@@ -68,7 +68,8 @@ def read_records(path):
 def test_tensor2tensor_file_names_and_vocabulary(generated):
     _, data_dir, _ = generated
     names = sorted(os.listdir(data_dir))
-    assert names == ["tiny_files-dev-00000-of-00001", "tiny_files-test-00000-of-00001",
+    assert names == ["raw_fingerprint.tiny_files.json",
+                     "tiny_files-dev-00000-of-00001", "tiny_files-test-00000-of-00001",
                      "tiny_files-train-00000-of-00003", "tiny_files-train-00001-of-00003",
                      "tiny_files-train-00002-of-00003", "vocab.tiny_files.model"]
     processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(data_dir, "vocab.tiny_files.model"))
@@ -92,6 +93,26 @@ def test_training_files_are_shuffled_and_complete(generated):
     sources = [vocabulary.decode(inputs) for inputs, _ in train]
     assert sorted(sources) == sorted([s for s, _ in sentence_pairs()[:80]] + ["spaced out"])
     assert sources != [s for s, _ in sentence_pairs()[:80]] + ["spaced out"]
+
+
+def test_shards_grow_with_the_corpus():
+    """At least the problem's count; one per PAIRS_PER_SHARD pairs beyond (WMT14 EN-FR: 36 M pairs, 720 files)."""
+    assert datagen.num_shards_for(81, 3) == 3
+    assert datagen.num_shards_for(250_000, 10) == 10
+    assert datagen.num_shards_for(1_000_000, 10) == 20  # file-based sharding feeds 16 workers from 1 M pairs
+    assert datagen.num_shards_for(36_000_000, 10) == 720
+    assert datagen.num_shards_for(datagen.PAIRS_PER_SHARD + 1, 1) == 2
+
+
+def test_every_pair_is_written_once_shuffled_into_shards_sized_by_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(datagen, "PAIRS_PER_SHARD", 7)
+    pairs = [([index + 2, 1], [index + 3, 1]) for index in range(100)]
+    assert datagen.write_shuffled_shards(iter(pairs), str(tmp_path), "toy", "train", 2, "toy train") == 100
+    names = sorted(os.listdir(tmp_path))
+    assert names == [f"toy-train-{index:05d}-of-00015" for index in range(15)]  # ceil(100 / 7); no leftovers
+    written = [example for name in names for example in read_records(str(tmp_path / name))]
+    assert sorted(written) == sorted(pairs)
+    assert written != pairs and all(read_records(str(tmp_path / name)) for name in names)
 
 
 def test_report_counts_dropped_pairs_by_reason(generated, capsys):

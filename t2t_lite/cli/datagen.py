@@ -2,18 +2,22 @@
 
     t2t-datagen --problem=translate_ende_gettext --data_dir=~/t2t_data --tmp_dir=/tmp/t2t_raw
 
-Reuses whatever a previous run left in --data_dir; prints how many pairs were
-written and dropped, and why. `--problem=P_rev` generates P's files (the reverse
+Reuses whatever a previous run left in --data_dir, unless the raw files in --tmp_dir
+changed since it was written: then it names them and stops; --overwrite regenerates
+the vocabulary and every split. Prints how many pairs were written and dropped, and why. `--problem=P_rev` generates P's files (the reverse
 direction reads the same files with inputs and targets swapped).
 """
 
 import os
 
-from absl import app
+from absl import app, flags as absl_flags
 
 from t2t_lite import datagen, registry
 from t2t_lite.cli import flags
 from t2t_lite.problems.translate_files import CorpusError
+
+absl_flags.DEFINE_bool("overwrite", False, "Delete the problem's data in --data_dir (shards, vocabulary) and "
+                       "generate it afresh from --tmp_dir; needed when the raw files changed.")
 
 
 def main(argv):
@@ -23,10 +27,10 @@ def main(argv):
     problem = flags.problem_from_flags()
     if problem.was_reversed:
         problem = registry.problem(problem.base_name)
-    data_dir = os.path.expanduser(flags.FLAGS.data_dir)
-    tmp_dir = os.path.expanduser(flags.FLAGS.tmp_dir)
+    data_dir = os.path.expanduser(flags.writable_dir("data_dir"))
+    tmp_dir = os.path.expanduser(flags.writable_dir("tmp_dir"))  # downloads go there, so it may not exist yet
     try:
-        datagen.generate(problem, data_dir, tmp_dir)
+        datagen.generate(problem, data_dir, tmp_dir, overwrite=flags.FLAGS.overwrite)
     # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.
     except (FileNotFoundError, CorpusError, ValueError) as error:
         raise flags.UsageError(str(error)) from None

@@ -70,12 +70,17 @@ def main(argv):
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
             train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
             save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path)
+        distribution.leave_cluster()  # under TF_CONFIG: exits once every worker has finished
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:
         raise SystemExit(f"t2t-trainer: --output_dir: {error}") from None
     except trainer.TrainingError as error:
         raise SystemExit(f"t2t-trainer: {error}") from None
+    except distribution.WORKER_FAILURES as error:  # under TF_CONFIG: a worker stopped; say to relaunch all
+        if not distribution.is_multi_worker():
+            raise
+        raise SystemExit(f"t2t-trainer: {distribution.lost_worker_message(error, FLAGS.output_dir)}") from None
 
 
 def console_main():

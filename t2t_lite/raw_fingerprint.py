@@ -1,0 +1,111 @@
+"""A record of the raw files each split was generated from, so stale data is never reused.
+
+t2t-datagen reuses a split whose shards exist. That is right only while the raw files
+are those the shards (and the vocabulary, trained on the train split) were made from,
+so `<data_dir>/raw_fingerprint.<problem>.json` records, per split, each raw file's
+size, modification time and SHA-256:
+
+* size and mtime unchanged: the file is taken as unchanged without reading it, so a
+  rerun over a WMT-size corpus costs a few `stat` calls;
+* size changed: changed;
+* same size, other mtime (a `cp`, `touch` or re-download): the content decides, so
+  a copy of the same text raises no false alarm and an edit that keeps the size is
+  still found.
+
+Hashing reads each raw file once more when a split is written, a small cost beside
+tokenizing it. Problems without raw files (the synthetic algorithmic ones, or WMT,
+whose downloads tfds checks itself) record nothing and are never refused.
+"""
+
+import hashlib
+import json
+import os
+
+_READ_BYTES = 1 << 20
+
+
+class RawDataChangedError(ValueError):
+    """Raw files differ from those the data in --data_dir was generated from."""
+
+
+def record_path(data_dir: str, base_name: str) -> str:
+    return os.path.join(data_dir, f"raw_fingerprint.{base_name}.json")
+
+
+def file_fingerprint(path: str) -> dict:
+    """{"size", "mtime_ns", "sha256"} of one file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(_READ_BYTES), b""):
+            digest.update(block)
+    status = os.stat(path)
+    return {"size": status.st_size, "mtime_ns": status.st_mtime_ns, "sha256": digest.hexdigest()}
+
+
+def is_unchanged(path: str, recorded: dict) -> bool:
+    """Whether `path` still holds what `recorded` describes (hashing only when size agrees and mtime does not)."""
+    if not os.path.exists(path):
+        return False
+    status = os.stat(path)
+    if status.st_size != recorded["size"]:
+        return False
+    if status.st_mtime_ns == recorded["mtime_ns"]:
+        return True
+    return file_fingerprint(path)["sha256"] == recorded["sha256"]
+
+
+def split_fingerprint(problem, tmp_dir: str, split: str) -> dict:
+    """{file name relative to tmp_dir: fingerprint} of the raw files of `split`."""
+    return {os.path.relpath(path, tmp_dir): file_fingerprint(path) for path in problem.raw_files(tmp_dir, split)}
+
+
+def read_record(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def changed_files(recorded: dict, problem, tmp_dir: str, split: str) -> list:
+    """Names (relative to tmp_dir) of the split's raw files that changed, appeared or disappeared."""
+    current = {os.path.relpath(path, tmp_dir) for path in problem.raw_files(tmp_dir, split)}
+    changed = sorted(current ^ set(recorded))
+    changed += sorted(name for name in current & set(recorded)
+                      if not is_unchanged(os.path.join(tmp_dir, name), recorded[name]))
+    return changed
+
+
+def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
+    """Stops, naming the files, when a split in `data_dir` was generated from raw files that changed since."""
+    record = read_record(path)
+    changes = {split: changed_files(files, problem, tmp_dir, split) for split, files in record.items()}
+    changes = {split: names for split, names in changes.items() if names}
+    if not changes:
+        return
+    listed = "; ".join(f"{split}: {', '.join(names)}" for split, names in changes.items())
+    raise RawDataChangedError(
+        f"The raw files of {problem.base_name} in --tmp_dir={tmp_dir} changed since the data in "
+        f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to regenerate the "
+        f"vocabulary and every split from them (the old ones are deleted), restore the old raw files, or "
+        f"choose another --data_dir.")
+
+
+def update(path: str, problem, tmp_dir: str, *, written: list, reused: list) -> None:
+    """Records the raw files of the splits just written; a reused split without a record gets one, with a note."""
+    old = read_record(path)
+    record = dict(old)
+    unrecorded = [split for split in reused if split not in record and problem.raw_files(tmp_dir, split)]
+    for split in written + unrecorded:
+        fingerprint = split_fingerprint(problem, tmp_dir, split)
+        if fingerprint:
+            record[split] = fingerprint
+    if unrecorded:
+        print(f"Note: {', '.join(unrecorded)} of {problem.base_name} predate{'s' if len(unrecorded) == 1 else ''} "
+              f"the record of raw files; recorded the current ones. If the raw files changed since that data was "
+              f"written, rerun t2t-datagen with --overwrite.")
+    if record == old:  # nothing new: the file (and its mtime) stays as it was
+        return
+    partial = path + ".incomplete"
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(record, file, indent=1, sort_keys=True)
+    os.replace(partial, path)

@@ -1,0 +1,144 @@
+"""Two t2t-trainer processes under TF_CONFIG on 127.0.0.1 train as one process with two replicas.
+
+MultiWorkerMirroredStrategy over two one-CPU workers must give the losses of
+MirroredStrategy over two logical CPUs of one process (same global batch), only the
+chief may write into --output_dir, a lost worker must stop the other with a message
+that says to relaunch all, and a relaunch must resume to the uninterrupted losses.
+"""
+
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from t2t_lite import registry
+from test_trainer import logged_scalars
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HPARAMS = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
+           "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0")
+# t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 60.
+FIRST_STEPS, KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 60, 10
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+# The reference: one process, the CPU split into two logical devices before TensorFlow starts.
+ONE_PROCESS = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from t2t_lite import registry, trainer
+data_dir, output_dir, hparams, train_steps, save_every = sys.argv[1:6]
+trainer.train_and_evaluate(registry.problem("algorithmic_reverse"),
+                           registry.hparams("transformer_tiny").override(hparams), data_dir, output_dir,
+                           train_steps=int(train_steps), save_checkpoints_steps=int(save_every),
+                           schedule="train", worker_gpu=2, summary_steps=1, log=lambda message: None)
+"""
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def launch_workers(data_dir, output_dir, train_steps, log_dir):
+    """Starts two t2t-trainer workers (worker 0 is the chief); returns the processes and their addresses.
+
+    Their output goes to files (TensorFlow's logs would fill a pipe and block them).
+    """
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = []
+    for index in range(2):
+        log = open(os.path.join(log_dir, f"worker{index}-{time.time()}.log"), "w+")
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        command = [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
+                   "--hparams_set=transformer_tiny", f"--hparams={HPARAMS}", f"--data_dir={data_dir}",
+                   f"--output_dir={output_dir}", f"--train_steps={train_steps}",
+                   f"--save_checkpoints_steps={SAVE_EVERY}", "--schedule=train"]
+        process = subprocess.Popen(command, env=dict(ENV, TF_CONFIG=json.dumps(config)), stdout=log,
+                                   stderr=subprocess.STDOUT)
+        process.log = log
+        processes.append(process)
+    return processes, workers
+
+
+def finish(processes, timeout=240):
+    """(exit code, output) of each process."""
+    results = []
+    for process in processes:
+        code = process.wait(timeout)
+        process.log.seek(0)
+        results.append((code, process.log.read()))
+        process.log.close()
+    return results
+
+
+def written_files(directory):
+    return sorted(os.path.relpath(os.path.join(root, name), directory)
+                  for root, _, names in os.walk(directory) for name in names)
+
+
+def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_path):
+    data_dir, reference, output_dir = (str(tmp_path / name) for name in ("data", "one_process", "two_workers"))
+    logs = str(tmp_path)
+    os.makedirs(data_dir)
+    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path))
+    one_process_log = open(os.path.join(logs, "one_process.log"), "w+")
+    one_process = subprocess.Popen([sys.executable, "-c", ONE_PROCESS, data_dir, reference, HPARAMS,
+                                    str(TRAIN_STEPS), str(SAVE_EVERY)], env=ENV, stdout=one_process_log,
+                                   stderr=subprocess.STDOUT)
+    one_process.log = one_process_log
+
+    # 1. Both workers train to FIRST_STEPS and exit 0; only the chief wrote into --output_dir.
+    processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs)
+    for code, output in finish(processes):
+        assert code == 0, output[-3000:]
+    files = written_files(output_dir)
+    events = [name for name in files if name.startswith("events.out.tfevents")]
+    assert len(events) == 1, files
+    assert sorted(set(files) - set(events)) == sorted(
+        ["checkpoint", "hparams.json", "problem.json"] +
+        [f"ckpt-{step}.{suffix}" for step in (0, FIRST_STEPS) for suffix in ("data-00000-of-00001", "index")])
+    # Worker 1 saved into a scratch directory of its own, removed when it finished.
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
+
+    # 2. Relaunched to TRAIN_STEPS, worker 1 is killed after a checkpoint: worker 0 stops within 60 s.
+    processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs)
+    checkpoint = os.path.join(output_dir, f"ckpt-{KILL_AFTER}.index")
+    deadline = time.time() + 180
+    while not os.path.exists(checkpoint) and time.time() < deadline and processes[1].poll() is None:
+        time.sleep(0.05)
+    assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
+    processes[1].send_signal(signal.SIGKILL)
+    killed = time.time()
+    code, output = finish(processes[:1], timeout=60)[0]
+    assert time.time() - killed < 60
+    assert code != 0
+    assert f"lost worker 1 ({workers[1]})" in output and "relaunch all of them" in output, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    finish(processes[1:])
+    assert not os.path.exists(os.path.join(output_dir, f"ckpt-{TRAIN_STEPS}.index"))  # it did stop early
+
+    # 3. Both relaunched: they resume from the last checkpoint and end where one uninterrupted run ends.
+    for code, output in finish(launch_workers(data_dir, output_dir, TRAIN_STEPS, logs)[0]):
+        assert code == 0, output[-3000:]
+        assert "Restored" in output
+    [(code, output)] = finish([one_process])
+    assert code == 0, output[-3000:]
+    two_workers, one = logged_scalars(output_dir), logged_scalars(reference)
+    assert sorted(two_workers) == [FIRST_STEPS, TRAIN_STEPS] and sorted(one) == list(range(1, TRAIN_STEPS + 1))
+    np.testing.assert_allclose([two_workers[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
+                               [one[step] for step in (FIRST_STEPS, TRAIN_STEPS)], rtol=1e-4)
+    assert one[TRAIN_STEPS] < one[FIRST_STEPS]  # the updates did change the model
