@@ -1,28 +1,36 @@
-"""Serving speed of the t2t-exporter SavedModel: sentences/s for batches of 1, 8 and 64.
+"""The t2t-exporter SavedModel driven as a server is used: concurrent clients, latency percentiles, warm-up.
 
-    .venv/bin/python bench/serve.py                      # transformer_tiny, its decode defaults
-    .venv/bin/python bench/serve.py --decode_hparams=beam_size=1 --batch_sizes=1,64
+    .venv/bin/python bench/serve.py --source_file=$DATA/multi30k/val.en      # DATA=../shared/data
+    .venv/bin/python bench/serve.py --source_file=$DATA/newstest2013.en --threads=1,4 --batch_sizes=1,64 \
+        --requests=2000 --decode_hparams=beam_size=4,max_input_length=64
 
-Everything is made here, in a temporary directory: random sentences over a made-up
-lexicon, a 1,000-piece SentencePiece vocabulary trained on them, a `transformer_tiny`
-with random weights saved as checkpoint `ckpt-1`, and its export by `export_model`.
-The SavedModel is then loaded with `tf.saved_model.load` and its `serving_default`
-signature is called on raw strings, as a server would: the timed calls include
-tokenization, beam search and detokenization. Each batch size decodes the same
-`--sentences` source sentences of 12–28 words (about 33 subwords, near WMT's
-average); the first call of each size (graph warm-up) is reported apart and excluded.
+Made here, in a temporary directory: a 1,000-piece SentencePiece vocabulary trained on
+`--source_file`, a `--hparams_set` model with random weights (float32) saved as a
+checkpoint, and two exports of it by `export_model`: the plain one and `xla=true`.
+Each is loaded with `tf.saved_model.load` and its `serving_default` signature called
+on raw sentences of `--source_file` (cycled), as TF Serving calls it: tokenization,
+beam search and detokenization are timed. Reported per export:
 
-Random weights decide how long the outputs are (EOS or the input + extra_length
-limit), and decoding time grows with it, so the output length in subwords is
-reported beside each rate (from the `translate_ids` signature, untimed).
+  * first-request latency of each batch size in a fresh process, with the warm-up file
+    replayed first (what TF Serving does at load; its time is reported) and without;
+  * for 1, 4 and 16 client threads (each sending one request at a time, back to back)
+    and batch sizes 1, 8 and 64, after the warm-up: sentences/s and the latency
+    percentiles p50/p95/p99 of `--requests` requests;
+  * resident memory (VmRSS) before and after `--memory_requests` more requests.
+
+Random weights rarely emit EOS, so most outputs run to the input length +
+extra_length: the output length in subwords is reported beside the rates.
 """
 
 import argparse
+import concurrent.futures
+import json
 import os
 import platform
-import random
-import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -33,93 +41,155 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded graph)
 
-from t2t_lite import checkpoints, export, registry, vocabulary  # noqa: E402
+from t2t_lite import checkpoints, export, registry, vocabulary, warmup  # noqa: E402
 
 VOCAB_SIZE = 1000
 
 
-def made_up_sentences(count, min_words, max_words, seed):
-    """Sentences over 300 random lowercase words, which the vocabulary learns as whole pieces."""
-    letters = random.Random(0)  # one lexicon for the vocabulary's text and the timed sentences
-    lexicon = ["".join(letters.choice("abcdefghijklmnopqrstuvwxyzäöü") for _ in range(letters.randint(2, 7)))
-               for _ in range(300)]
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(lexicon) for _ in range(rng.randint(min_words, max_words))) for _ in range(count)]
+def read_sentences(path, count):
+    """The first `count` non-empty lines of `path`."""
+    if not os.path.isfile(path):
+        raise SystemExit(f"--source_file={path}: no such file (e.g. $DATA/multi30k/val.en, DATA=../shared/data).")
+    with open(path, encoding="utf-8") as file:
+        lines = [line.strip() for line in file if line.strip()]
+    if not lines:
+        raise SystemExit(f"--source_file={path} has no non-empty line.")
+    return lines[:count]
 
 
-def write_export(scratch, hparams_set, decode_hparams):
-    """Vocabulary, random-weight checkpoint and export in `scratch`; returns (version dir, vocabulary)."""
+def write_exports(scratch, hparams_set, decode_hparams, sentences):
+    """Vocabulary, random-weight checkpoint, and its plain and XLA exports; returns {kind: version dir}."""
     problem = registry.problem("translate_files")
     data_dir, train_dir = os.path.join(scratch, "data"), os.path.join(scratch, "train")
-    vocab = vocabulary.train_vocabulary(made_up_sentences(5000, 3, 30, seed=1),
-                                        os.path.join(data_dir, problem.vocab_filename()), VOCAB_SIZE)
+    vocab = vocabulary.train_vocabulary(sentences, os.path.join(data_dir, problem.vocab_filename()), VOCAB_SIZE)
     hparams = registry.hparams(hparams_set)
     keras.utils.set_random_seed(1234)
     model = checkpoints.build_model(hparams, vocab.vocab_size)
     checkpoints.checkpoint_manager(tf.train.Checkpoint(model=checkpoints.trackable_model(model)), train_dir,
                                    1).save(1)
-    start = time.perf_counter()
-    version_dir = export.export_model(problem, hparams, data_dir, train_dir, os.path.join(scratch, "export"),
-                                      decode_hparams)
-    print(f"# export took {time.perf_counter() - start:.1f} s; size {directory_megabytes(version_dir):.1f} MB "
-          f"(saved_model.pb {os.path.getsize(os.path.join(version_dir, 'saved_model.pb')) / 1e6:.1f} MB)")
-    return version_dir, vocab
-
-
-def directory_megabytes(path):
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names) / 1e6
-
-
-def time_batches(translate, sentences, batch_size):
-    """(first call seconds, [seconds per timed batch]) over `sentences` in batches of `batch_size`."""
-    batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
-    start = time.perf_counter()
-    translate(inputs=tf.constant(batches[0]))
-    first = time.perf_counter() - start
-    times = []
-    for batch in batches:
+    exports = {}
+    for kind, xla in (("plain", False), ("xla", True)):
+        overrides = ",".join(part for part in (decode_hparams, f"xla={xla}") if part)
         start = time.perf_counter()
-        translate(inputs=tf.constant(batch))["outputs"].numpy()
-        times.append(time.perf_counter() - start)
-    return first, times
+        exports[kind] = export.export_model(problem, hparams, data_dir, train_dir, os.path.join(scratch, kind),
+                                            overrides)
+        print(f"# {kind} export took {time.perf_counter() - start:.1f} s", flush=True)
+    return exports
 
 
-def output_lengths(translate_ids, vocab, sentences):
-    """Subwords emitted per sentence (EOS included), by the same graph from the vocabulary's ids."""
-    encoded = [vocab.encode(sentence) for sentence in sentences]
-    width = max(len(row) for row in encoded)
-    ids = np.array([row + [0] * (width - len(row)) for row in encoded], np.int32)
-    outputs = translate_ids(inputs=tf.constant(ids))["outputs"].numpy()
-    return [int(np.argmax(row == 1)) + 1 if (row == 1).any() else int((row != 0).sum()) for row in outputs]
+def resident_megabytes():
+    with open("/proc/self/status") as file:
+        return next(int(line.split()[1]) for line in file if line.startswith("VmRSS:")) / 1024
+
+
+def first_requests(version_dir, sentences, batch_sizes, replay):
+    """In this (fresh) process: load, replay the warm-up file or not, then time one request per batch size."""
+    start = time.perf_counter()
+    loaded = tf.saved_model.load(version_dir)
+    result = {"load_s": time.perf_counter() - start}
+    if replay:
+        start = time.perf_counter()
+        warmup.replay(loaded, warmup.read_warmup_requests(version_dir))
+        result["replay_s"] = time.perf_counter() - start
+    translate = loaded.signatures[export.TEXT_SIGNATURE]
+    for batch_size in batch_sizes:
+        start = time.perf_counter()
+        translate(inputs=tf.constant(sentences[:batch_size]))["outputs"].numpy()
+        result[f"first_{batch_size}_s"] = time.perf_counter() - start
+    return result
+
+
+def first_requests_in_fresh_process(version_dir, args, replay):
+    command = [sys.executable, __file__, "--first_requests_of", version_dir, "--source_file", args.source_file,
+               "--batch_sizes", args.batch_sizes] + (["--replay"] if replay else [])
+    process = subprocess.run(command, capture_output=True, text=True)
+    if process.returncode:
+        raise RuntimeError(process.stderr[-3000:])
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
+def drive(translate, sentences, threads, batch_size, requests):
+    """`threads` clients send `requests` requests of `batch_size` sentences in all; (sentences/s, latencies s)."""
+    batches = [[sentences[(first + i) % len(sentences)] for i in range(batch_size)]
+               for first in range(0, requests * batch_size, batch_size)]
+    next_request, lock, latencies = iter(range(requests)), threading.Lock(), []
+
+    def client():
+        while True:
+            with lock:
+                index = next(next_request, None)
+            if index is None:
+                return
+            start = time.perf_counter()
+            translate(inputs=tf.constant(batches[index]))["outputs"].numpy()
+            with lock:
+                latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(client) for _ in range(threads)]:
+            future.result()
+    return requests * batch_size / (time.perf_counter() - start), np.array(latencies)
+
+
+def output_length(loaded, sentences):
+    ids = loaded.signatures[export.TEXT_SIGNATURE](inputs=tf.constant(sentences[:64]))["outputs"]
+    return float(np.mean([len(text.split()) for text in ids.numpy()]))
+
+
+def benchmark(kind, version_dir, sentences, args):
+    print(f"\n## {kind} export\n", flush=True)
+    for replay in (True, False):
+        first = first_requests_in_fresh_process(version_dir, args, replay)
+        warm = f"warm-up replayed in {first['replay_s']:.1f} s" if replay else "no warm-up replay"
+        print(f"first request, fresh process, {warm} (load {first['load_s']:.1f} s): " + ", ".join(
+            f"batch {size} {first[f'first_{size}_s'] * 1000:.0f} ms" for size in args.batch_sizes.split(",")),
+            flush=True)
+    loaded = tf.saved_model.load(version_dir)
+    warmup.replay(loaded, warmup.read_warmup_requests(version_dir))
+    translate = loaded.signatures[export.TEXT_SIGNATURE]
+    print(f"output: {output_length(loaded, sentences):.1f} words per sentence on average (random weights)\n")
+    print("| threads | batch | requests | sentences/s | p50 ms | p95 ms | p99 ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for threads in map(int, args.threads.split(",")):
+        for batch_size in map(int, args.batch_sizes.split(",")):
+            requests = max(threads, args.requests // batch_size)
+            rate, latencies = drive(translate, sentences, threads, batch_size, requests)
+            p50, p95, p99 = np.percentile(latencies, [50, 95, 99]) * 1000
+            print(f"| {threads} | {batch_size} | {requests} | {rate:.1f} | {p50:.0f} | {p95:.0f} | {p99:.0f} |",
+                  flush=True)
+    before = resident_megabytes()
+    drive(translate, sentences, 4, 1, args.memory_requests)
+    print(f"\nresident memory: {before:.0f} MB before, {resident_megabytes():.0f} MB after "
+          f"{args.memory_requests} more requests (4 threads, batch 1)", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source_file", required=True, help="sentences to translate, one per line")
+    parser.add_argument("--sentences", type=int, default=1000, help="lines of --source_file used (cycled)")
     parser.add_argument("--hparams_set", default="transformer_tiny")
-    parser.add_argument("--decode_hparams", default="", help='e.g. "beam_size=4,alpha=0.6,extra_length=50"')
+    parser.add_argument("--decode_hparams", default="", help='e.g. "beam_size=4,max_input_length=64"')
+    parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--batch_sizes", default="1,8,64")
-    parser.add_argument("--sentences", type=int, default=128, help="sentences decoded per batch size")
+    parser.add_argument("--requests", type=int, default=10000,
+                        help="sentences per setting: this many requests at batch 1, this / batch at larger batches")
+    parser.add_argument("--memory_requests", type=int, default=10000)
+    parser.add_argument("--first_requests_of", help=argparse.SUPPRESS)  # the fresh process' mode
+    parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sentences = read_sentences(args.source_file, args.sentences)
+    if args.first_requests_of:
+        batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
+        print(json.dumps(first_requests(args.first_requests_of, sentences, batch_sizes, args.replay)))
+        return
     print(f"# t2t_lite serving benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, host "
-          f"{platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {args.hparams_set} (random weights), "
-          f"{VOCAB_SIZE}-piece vocabulary, --decode_hparams='{args.decode_hparams}'")
-    sentences = made_up_sentences(args.sentences, 12, 28, seed=2)
+          f"{platform.node()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, TF {tf.__version__}, "
+          f"{args.hparams_set} (random weights, float32), {VOCAB_SIZE}-piece vocabulary, "
+          f"--decode_hparams='{args.decode_hparams}', {len(sentences)} sentences of {args.source_file}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
-        version_dir, vocab = write_export(scratch, args.hparams_set, args.decode_hparams)
-        loaded = tf.saved_model.load(version_dir)
-        translate = loaded.signatures[export.TEXT_SIGNATURE]
-        lengths = output_lengths(loaded.signatures[export.IDS_SIGNATURE], vocab, sentences)
-        source = [len(vocab.encode(s)) + 1 for s in sentences]
-        print(f"# {len(sentences)} sentences: source {statistics.mean(source):.1f} subwords (EOS included), "
-              f"output {statistics.mean(lengths):.1f} subwords on average")
-        print("| batch | sentences/s | output subwords/s | ms per batch median [min–max] | first call s |")
-        print("|---:|---:|---:|---:|---:|")
-        for batch_size in map(int, args.batch_sizes.split(",")):
-            first, times = time_batches(translate, sentences, batch_size)
-            rate = len(sentences) / sum(times)
-            print(f"| {batch_size} | {rate:.1f} | {rate * statistics.mean(lengths):.0f} | "
-                  f"{1000 * statistics.median(times):.0f} [{1000 * min(times):.0f}–{1000 * max(times):.0f}] | "
-                  f"{first:.1f} |", flush=True)
+        for kind, version_dir in write_exports(scratch, args.hparams_set, args.decode_hparams, sentences).items():
+            benchmark(kind, version_dir, sentences, args)
 
 
 if __name__ == "__main__":

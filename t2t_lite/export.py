@@ -9,14 +9,26 @@ SavedModel whose graph holds the whole of `t2t-decoder`'s path:
 
 Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
   serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch],
-                                                    input_truncated: bool [batch]
+                                                    input_truncated: bool [batch], input_not_utf8: bool [batch]
   translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch],
                                                     input_truncated: bool [batch]
 `translate_ids` is for clients that tokenize themselves: each row holds a sentence's
 SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped;
 ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' ids as
 `decode_batch` returns them (EOS included unless the length limit was reached, then
-0-padded). `scores` are log P(Y|X) / lp(Y) of the best hypothesis.
+0-padded to the longest hypothesis of the batch). `scores` are log P(Y|X) / lp(Y) of the
+best hypothesis. An input string that is not valid UTF-8 is not translated: its
+`input_not_utf8` is true, its output "" and its score -inf, and the rest of the batch
+translates as usual (one bad sentence never fails a batch TF Serving merged from
+several clients). An empty batch returns empty outputs.
+
+`--decode_hparams=xla=true` compiles the beam search with XLA (`decoding.decode` with
+static shapes, as `t2t-decoder --decode_hparams=xla=true`): inputs are padded to the
+length and batch buckets of `t2t_lite.xla_buckets`, with the same translations. TF
+Serving then needs `--xla_cpu_compilation_enabled=true` (without it, it refuses the
+compiled functions); the plain export, the default, needs no flag. Every export writes
+`assets.extra/tf_serving_warmup_requests` (`t2t_lite.warmup`): requests of each bucket
+shape, for both signatures, which TF Serving replays when it loads the version.
 
 Inputs longer than `max_input_length - 1` subwords are cut to their first
 `max_input_length - 1` subwords before EOS is appended (the model sees at most
@@ -42,7 +54,9 @@ import tempfile
 
 import tensorflow as tf
 
-from t2t_lite import checkpoints, decoding, inference
+import numpy as np
+
+from t2t_lite import checkpoints, decoding, inference, warmup, xla_buckets
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.models import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.vocabulary import normalize_text_in_graph
@@ -66,6 +80,7 @@ class ExportHParams:
     alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
+    xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.xla_buckets.
 
     def __post_init__(self):
         if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
@@ -99,6 +114,41 @@ def hypothesis_tokens(ids) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(ids, before_eos & (ids != PAD_ID))
 
 
+def best_hypotheses_fn(model, settings: ExportHParams):
+    """0-padded inputs [batch, length] -> (ids [batch, length'], scores [batch]) of the best hypotheses.
+
+    The batch may be empty. With xla, one compiled function serves both signatures, so a
+    bucket shape is compiled (and warmed up) once for the two.
+    """
+    options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
+    if settings.xla:
+        compiled = tf.function(lambda batch: decoding.decode(model, batch, static_shapes=True, **options),
+                               jit_compile=True)
+        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
+
+        def search_in_buckets(inputs):
+            ids, scores = xla_buckets.decode_in_buckets(compiled, inputs, settings.max_input_length, output_length)
+            return without_padding_columns(ids), scores
+
+        return search_in_buckets
+
+    def search(inputs):
+        def best():
+            ids, scores = decoding.decode(model, inputs, **options)
+            return ids[:, 0], scores[:, 0]
+
+        # The search's length limits reduce over the batch, which fails on an empty one.
+        return tf.cond(tf.shape(inputs)[0] > 0, best, lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0])))
+
+    return search
+
+
+def without_padding_columns(ids):
+    """ids [batch, length] cut after their last column that is not all padding (the width plain decoding gives)."""
+    used = tf.cumsum(tf.cast(tf.reduce_any(ids != PAD_ID, axis=0), tf.int32), reverse=True) > 0
+    return ids[:, :tf.reduce_sum(tf.cast(used, tf.int32))]
+
+
 def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     """A tf.Module holding the model's weights, the tokenizer and the two signature functions.
 
@@ -106,19 +156,21 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     so the SavedModel holds plain variables and functions that load without Keras.
     """
     tokenizer = vocabulary.tokenizer
+    search = best_hypotheses_fn(model, settings)
 
     def decode_best(ids: tf.RaggedTensor):
-        hypotheses, scores = decoding.decode(
-            model, model_inputs(ids, settings.max_input_length), beam_size=settings.beam_size,
-            alpha=settings.alpha, extra_length=settings.extra_length)
+        hypotheses, scores = search(model_inputs(ids, settings.max_input_length))
         truncated = ids.row_lengths() > settings.max_input_length - 1
-        return hypotheses[:, 0], scores[:, 0], truncated
+        return hypotheses, scores, truncated
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate(inputs):
-        ids, scores, truncated = decode_best(tokenizer.tokenize(normalize_text_in_graph(inputs)))
-        return {"outputs": tokenizer.detokenize(hypothesis_tokens(ids)), "scores": scores,
-                "input_truncated": truncated}
+        # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
+        utf8 = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs
+        text = normalize_text_in_graph(tf.where(utf8, inputs, ""))
+        ids, scores, truncated = decode_best(tokenizer.tokenize(text))
+        return {"outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
+                "scores": tf.where(utf8, scores, -np.inf), "input_truncated": truncated, "input_not_utf8": ~utf8}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
     def translate_ids(inputs):
@@ -136,6 +188,37 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     return module
 
 
+# -- Warm-up ------------------------------------------------------------------------------
+def warmup_shapes(settings: ExportHParams) -> list:
+    """(batch, length) of the warm-up requests: every bucket the XLA export compiles; for the plain
+    export, whose graph takes any shape, each batch bucket at the first length bucket."""
+    if settings.xla:
+        return xla_buckets.bucket_shapes(settings.max_input_length)
+    return [(batch, xla_buckets.length_buckets(settings.max_input_length)[0]) for batch in xla_buckets.BATCH_BUCKETS]
+
+
+def warmup_requests(vocabulary, settings: ExportHParams) -> list:
+    """[(signature, inputs)] for both signatures at each warm-up shape: `batch` copies of a sentence
+    whose ids (EOS included) fill the bucket's length, or the longest input when that is shorter."""
+    requests = []
+    for batch, length in warmup_shapes(settings):
+        text = text_of_length(vocabulary, min(length, settings.max_input_length) - 1)
+        ids = vocabulary.encode(text) + [EOS_ID]
+        requests.append((TEXT_SIGNATURE, {"inputs": np.array([text.encode("utf-8")] * batch, object)}))
+        requests.append((IDS_SIGNATURE, {"inputs": np.array([ids] * batch, np.int32)}))
+    return requests
+
+
+def text_of_length(vocabulary, count: int) -> str:
+    """A text the vocabulary encodes to exactly `count` ids: one piece repeated."""
+    for piece in range(EOS_ID + 1, vocabulary.vocab_size):
+        text = vocabulary.decode([piece] * count)
+        if len(vocabulary.encode(text)) == count:
+            return text
+    raise ExportError(f"no piece of {vocabulary.model_path} repeated {count} times encodes to {count} ids; the "
+                      f"warm-up requests need one.")
+
+
 # -- Writing ------------------------------------------------------------------------------
 def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vocabulary_file: str) -> dict:
     """The contents of assets/t2t_export.json: what was exported, and how it decodes."""
@@ -148,10 +231,15 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
         "hparams": json.loads(hparams.to_json()),
         "signatures": {
             TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]",
-                             "input_truncated": "bool [batch]"},
+                             "input_truncated": "bool [batch]", "input_not_utf8": "bool [batch]"},
             IDS_SIGNATURE: {"inputs": "int32 [batch, length]", "outputs": "int32 [batch, length]",
                             "scores": "float32 [batch]", "input_truncated": "bool [batch]"},
         },
+        # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
+        "xla_buckets": {"length": list(xla_buckets.length_buckets(settings.max_input_length)),
+                        "batch": list(xla_buckets.BATCH_BUCKETS)} if settings.xla else None,
+        "warmup_requests": {"file": warmup.WARMUP_FILE, "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
+                            "shapes": [list(shape) for shape in warmup_shapes(settings)]},
     }
 
 
@@ -166,8 +254,9 @@ def version_dir(export_dir: str, checkpoint: str) -> str:
     return path
 
 
-def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, final_dir: str) -> None:
-    """Saves `module` with both signatures and its assets, through a staging directory renamed at the end.
+def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, requests: list, final_dir: str) -> None:
+    """Saves `module` with both signatures, its assets and the warm-up `requests`, through a staging
+    directory renamed at the end.
 
     TF Serving loads only directories named by a number, so it ignores the hidden staging one,
     and a failed export leaves nothing behind.
@@ -182,6 +271,7 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, fin
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
             tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
                                                             IDS_SIGNATURE: module.translate_ids})
+        warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -204,7 +294,10 @@ def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, e
                                    vocabulary.fingerprint)
     module = serving_module(model, vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
-    write_saved_model(module, config, vocabulary.model_path, final_dir)
+    requests = warmup_requests(vocabulary, settings)
+    write_saved_model(module, config, vocabulary.model_path, requests, final_dir)
+    compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.xla else ""
     print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
-          f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids)")
+          f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
+          f"{len(requests)} warm-up requests)")
     return final_dir

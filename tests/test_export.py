@@ -241,21 +241,24 @@ def test_saved_model_cli_lists_both_signatures(setup):
         assert f"outputs['outputs'] tensor_info: dtype: {output_type}" in section
         assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
         assert "outputs['input_truncated'] tensor_info: dtype: DT_BOOL shape: (-1)" in section
+    assert "outputs['input_not_utf8'] tensor_info: dtype: DT_BOOL shape: (-1)" in text
 
 
 def test_layout_assets_and_variables(setup):
     version_dir = setup["version_dir"]
     assert sorted(os.listdir(os.path.dirname(version_dir))) == [str(STEP)]  # no staging left behind
     assert sorted(os.listdir(os.path.join(version_dir, "assets"))) == ["t2t_export.json", "vocab.translate_files.model"]
+    assert os.listdir(os.path.join(version_dir, "assets.extra")) == ["tf_serving_warmup_requests"]
     with open(os.path.join(version_dir, "assets", "vocab.translate_files.model"), "rb") as file:
         assert file.read() == setup["vocab"].model_proto
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         config = json.load(file)
     assert config["problem"] == "translate_files" and config["step"] == STEP
-    assert config["decode_hparams"] == DECODE
+    assert config["decode_hparams"] == {**DECODE, "xla": False} and config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
-    for signature in config["signatures"].values():  # the record lists every output the graph has
-        assert sorted(signature) == ["input_truncated", "inputs", "outputs", "scores"]
+    loaded = tf.saved_model.load(version_dir)
+    for name, signature in config["signatures"].items():  # the record lists every output the graph has
+        assert sorted(signature) == sorted(["inputs"] + list(loaded.signatures[name].structured_outputs))
     # The variables are exactly the model's weights as restored from the checkpoint: no optimizer
     # slots, no dropout seeds, nothing initialised afresh.
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
@@ -267,6 +270,77 @@ def test_layout_assets_and_variables(setup):
         np.testing.assert_array_equal(reader.get_tensor(f"model_weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"),
                                       weight.numpy())
     assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 2_000_000
+
+
+@pytest.fixture(scope="module")
+def xla_version_dir(setup):
+    """The same checkpoint exported by `t2t-exporter --decode_hparams=...,xla=true`."""
+    export_dir = str(setup["root"] / "export_xla")
+    flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
+    run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
+        f"{name}={value}" for name, value in {**DECODE, "xla": "true"}.items())])
+    return os.path.join(export_dir, str(STEP))
+
+
+@pytest.fixture(scope="module", params=["plain", "xla"])
+def loaded_export(request, setup):
+    version_dir = setup["version_dir"] if request.param == "plain" else request.getfixturevalue("xla_version_dir")
+    return tf.saved_model.load(version_dir)
+
+
+def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
+    """Same strings as t2t-decoder --decode_hparams=xla=true, in every batch bucket and over 64 sentences
+    (decoded in chunks); the ids signature gives decode_batch(xla=True)'s ids."""
+    loaded = tf.saved_model.load(xla_version_dir)
+    with open(os.path.join(xla_version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
+        assert json.load(file)["xla_buckets"] == {"length": [16], "batch": [1, 4, 16, 64]}
+    decoder = inference.DecodeHParams(DECODE["beam_size"], DECODE["alpha"], DECODE["extra_length"], xla=True)
+    sentences = random_sentences(seed=3, count=150, max_words=4)
+    for count in (1, 3, 16, 17, 64, 150):
+        outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences[:count]))
+        expected = inference.translate(setup["model"], setup["vocab"], sentences[:count], decoder, progress=False)
+        assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
+        np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
+    batch = padded([setup["vocab"].encode(sentence) + [decoding.EOS_ID] for sentence in sentences[:70]])
+    ids, _ = decoding.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
+                                   extra_length=DECODE["extra_length"], xla=True)
+    served = loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
+    # Both are 0-padded after EOS; only the width of that padding may differ.
+    width = max(served.shape[1], ids.shape[1])
+    np.testing.assert_array_equal(np.pad(served, [[0, 0], [0, width - served.shape[1]]]),
+                                  np.pad(ids, [[0, 0], [0, width - ids.shape[1]]]))
+    assert served[:, -1].any()  # no all-padding column is returned
+
+
+def test_empty_batch_returns_an_empty_batch(loaded_export):
+    text = loaded_export.signatures["serving_default"](inputs=tf.constant([], tf.string))
+    assert {name: value.shape[0] for name, value in text.items()} == dict.fromkeys(text, 0)
+    for width in (0, 5):
+        ids = loaded_export.signatures["translate_ids"](inputs=tf.zeros([0, width], tf.int32))
+        assert {name: value.shape[0] for name, value in ids.items()} == dict.fromkeys(ids, 0)
+
+
+def is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def test_bytes_that_are_not_utf8_are_flagged_and_spare_the_batch(loaded_export):
+    translate = loaded_export.signatures["serving_default"]
+    # Stray continuation byte, truncated sequence, overlong "/", UTF-16 surrogate, and valid text around them.
+    batch = ["die katze läuft".encode(), b"\xff\xfe hund", b"caf\xc3", "der hund".encode(), b"\xc0\xaf",
+             b"\xed\xa0\x80", "grün ☃".encode()]
+    valid = [is_utf8(raw) for raw in batch]  # Python's own decoder is the reference
+    out = translate(inputs=tf.constant(batch))
+    assert out["input_not_utf8"].numpy().tolist() == [not ok for ok in valid]
+    alone = translate(inputs=tf.constant([raw for raw, ok in zip(batch, valid) if ok]))
+    assert out["outputs"].numpy()[valid].tolist() == alone["outputs"].numpy().tolist()
+    np.testing.assert_allclose(out["scores"].numpy()[valid], alone["scores"].numpy(), rtol=1e-5)
+    invalid = ~np.array(valid)
+    assert set(out["outputs"].numpy()[invalid]) == {b""} and np.all(out["scores"].numpy()[invalid] == -np.inf)
 
 
 def test_existing_version_is_never_overwritten(setup):
@@ -293,7 +367,8 @@ def test_exporter_flag_errors(setup, tmp_path):
 
 def test_export_hparams_follow_the_decoder_precedence():
     base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
-    assert export.export_hparams(base, files) == export.ExportHParams(4, 0.6, 50, 256)
+    assert export.export_hparams(base, files) == export.ExportHParams(4, 0.6, 50, 256, xla=False)
+    assert export.export_hparams(base, files, "xla=true").xla
     parsing = registry.problem("parsing_wsj")
     assert export.export_hparams(base, parsing, "max_input_length=100") == export.ExportHParams(21, 0.3, 300, 100)
     with pytest.raises(HParamsError, match="beam_size"):

@@ -4,7 +4,10 @@
         --export_dir=$TRAIN_DIR/export --decode_hparams="beam_size=4,alpha=0.6,max_input_length=256"
 
 writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_path), the
-layout TF Serving watches. See `t2t_lite.export` for the signatures and settings.
+layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true` in
+--decode_hparams exports the XLA-compiled beam search over fixed length and batch buckets
+(TF Serving: --xla_cpu_compilation_enabled=true). See `t2t_lite.export` for the
+signatures and settings.
 """
 
 from absl import app, flags as absl_flags

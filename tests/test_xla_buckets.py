@@ -1,0 +1,48 @@
+"""Length and batch buckets of the XLA export: which shapes exist, and that padding to them, splitting
+large batches and unpadding give every row exactly what it gets alone, in the input's order."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import xla_buckets
+
+
+def test_length_buckets_double_from_16_and_end_at_max_input_length_rounded_up():
+    assert xla_buckets.length_buckets(256) == (16, 32, 64, 128, 256)
+    assert xla_buckets.length_buckets(100) == (16, 32, 64, 112)
+    assert xla_buckets.length_buckets(10) == (16,)
+    assert xla_buckets.length_buckets(16) == (16,)
+    assert xla_buckets.length_buckets(17) == (16, 32)
+    for max_input_length in range(1, 600):
+        buckets = xla_buckets.length_buckets(max_input_length)
+        assert buckets[-1] >= max_input_length and all(length % 16 == 0 for length in buckets)
+        # No bucket is more than half padding for the inputs it is chosen for.
+        assert all(later <= 2 * earlier for earlier, later in zip(buckets, buckets[1:]))
+    assert len(xla_buckets.bucket_shapes(256)) == 5 * len(xla_buckets.BATCH_BUCKETS)
+
+
+def row_function(seen_shapes):
+    """A stand-in for the compiled search that records its input shapes; each row's result depends on that
+    row alone (ids: the row doubled, beam 2; score: the row's sum), as the beam search's does."""
+    def decode_fn(batch):
+        seen_shapes.add(tuple(batch.shape))
+        sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
+        return tf.stack([batch * 2, batch * 3], axis=1), tf.stack([sums, -sums], axis=1)
+    return decode_fn
+
+
+@pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
+def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, length):
+    max_input_length, output_length = 40, 48
+    seen_shapes = set()
+    inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
+    decode = tf.function(lambda batch: xla_buckets.decode_in_buckets(
+        row_function(seen_shapes), batch, max_input_length, output_length))
+    ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
+    expected = np.zeros((rows, output_length), np.int32)
+    expected[:, :length] = inputs * 2
+    np.testing.assert_array_equal(ids.numpy(), expected)
+    np.testing.assert_array_equal(scores.numpy(), inputs.sum(axis=1))
+    # Every branch is traced once at its bucket shape, and no other shape reaches the search.
+    assert seen_shapes == set(xla_buckets.bucket_shapes(max_input_length))
