@@ -157,8 +157,9 @@ def truncation_note(translations, settings: DecodeHParams, noun: str = "input li
     if not numbers:
         return ""
     listed = ", ".join(map(str, numbers[:shown])) + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
-    return (f"Truncated {len(numbers)} {noun}(s) to their first {settings.max_input_size - 1} ids and EOS "
-            f"(--decode_hparams max_input_size={settings.max_input_size}): {noun} {listed}.")
+    nouns = noun if len(numbers) == 1 else noun + "s"
+    return (f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
+            f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}.")
 
 
 def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
