@@ -1,7 +1,7 @@
 // The attention and beam viewer of t2t_lite/attention_page.py: reads the JSON embedded in the page
 // (id "t2t-data") and draws one heat-map at a time on a canvas, so 100 sentences of a base model
-// (6 layers x 8 heads x 3 kinds each) stay responsive: a weight matrix is decoded from its base64
-// uint8 form only when it is first shown.
+// (6 layers x 8 heads x 3 kinds each) stay responsive: a sentence's weights (uint8, zlib, base64)
+// are inflated only when the sentence is first shown.
 "use strict";
 
 const AXES = {encoder_self: ["source", "source"], decoder_self: ["target", "target"],
@@ -16,9 +16,9 @@ const parseStart = performance.now();
 const DATA = JSON.parse(document.getElementById("t2t-data").textContent);
 const parseMs = performance.now() - parseStart;
 const PALETTE = buildPalette();
-const decoded = new Map();  // "sentence/kind/layer" -> Uint8Array [heads, queries, keys]
+const inflated = new Map();  // sentence index -> Uint8Array of all its weights
 const controls = {};
-let lastDrawMs = 0;
+let lastDrawMs = 0, lastInflateMs = 0;
 
 function buildPalette() {
   const stops = VIRIDIS.map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
@@ -30,15 +30,25 @@ function buildPalette() {
   return palette;
 }
 
+async function inflate(base64) {
+  const bytes = Uint8Array.from(atob(base64), (character) => character.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+// The [heads, queries, keys] weights of one kind and layer: kinds in AXES order, then layers.
 function weights(sentenceIndex, kind, layer) {
-  const key = `${sentenceIndex}/${kind}/${layer}`;
-  if (!decoded.has(key)) {
-    const text = atob(DATA.sentences[sentenceIndex].attention[kind][layer]);
-    const bytes = new Uint8Array(text.length);
-    for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-    decoded.set(key, bytes);
+  const sentence = DATA.sentences[sentenceIndex];
+  const lengths = {source: sentence.source_tokens.length, target: sentence.target_tokens.length};
+  let offset = 0;
+  for (const [other, [queries, keys]] of Object.entries(AXES)) {
+    const size = sentence.heads * lengths[queries] * lengths[keys];
+    if (other === kind) {
+      offset += layer * size;
+      return inflated.get(sentenceIndex).subarray(offset, offset + size);
+    }
+    offset += sentence.layers * size;
   }
-  return decoded.get(key);
 }
 
 // One head's [queries x keys] weights in [0, 1], or their mean over the heads (head = -1).
@@ -72,7 +82,20 @@ function setUp() {
   }
   document.addEventListener("keydown", stepWithArrows);
   document.getElementById("heatmap").addEventListener("mousemove", describeCell);
-  showSentence();
+  const wanted = new URLSearchParams(location.hash.slice(1));  // e.g. #sentence=3&kind=encoder_decoder&layer=2
+  if (wanted.get("sentence") > 0 && wanted.get("sentence") <= DATA.sentences.length) {
+    controls.sentence.value = wanted.get("sentence") - 1;
+  }
+  if (wanted.get("kind") in AXES) controls.kind.value = wanted.get("kind");
+  showSentence(wanted);
+}
+
+// The view as the page's address (#sentence=1&kind=...&layer=1&head=mean), to bookmark or share it.
+function rememberView() {
+  const head = Number(controls.head.value);
+  const view = new URLSearchParams({sentence: Number(controls.sentence.value) + 1, kind: controls.kind.value,
+                                    layer: Number(controls.layer.value) + 1, head: head < 0 ? "mean" : head + 1});
+  history.replaceState(null, "", `#${view}`);
 }
 
 // Arrow keys step the head (left/right) and the layer (up/down) unless a form field has the focus.
@@ -86,16 +109,26 @@ function stepWithArrows(event) {
   draw();
 }
 
-function showSentence() {
-  const sentence = DATA.sentences[Number(controls.sentence.value)];
+async function showSentence(wanted = null) {
+  const index = Number(controls.sentence.value), sentence = DATA.sentences[index];
+  if (!inflated.has(index)) {
+    const start = performance.now();
+    inflated.set(index, await inflate(sentence.attention));
+    lastInflateMs = performance.now() - start;
+  }
+  if (index !== Number(controls.sentence.value)) return;  // another sentence was chosen meanwhile
   const layer = controls.layer.value, head = controls.head.value;
   controls.layer.replaceChildren();
   controls.head.replaceChildren();
-  sentence.attention.encoder_self.forEach((_, index) => option(controls.layer, index, `layer ${index + 1}`));
+  for (let l = 0; l < sentence.layers; l++) option(controls.layer, l, `layer ${l + 1}`);
   option(controls.head, -1, "mean of the heads");
   for (let h = 0; h < sentence.heads; h++) option(controls.head, h, `head ${h + 1}`);
   if (layer && layer < controls.layer.options.length) controls.layer.value = layer;
   if (head && head < sentence.heads) controls.head.value = head;
+  if (wanted && wanted.get("layer") > 0 && wanted.get("layer") <= sentence.layers) {
+    controls.layer.value = wanted.get("layer") - 1;
+  }
+  if (wanted && wanted.get("head") > 0 && wanted.get("head") <= sentence.heads) controls.head.value = wanted.get("head") - 1;
   document.getElementById("source").textContent = sentence.source;
   document.getElementById("translation").textContent = sentence.beams.length ? sentence.beams[0][0] : "";
   document.getElementById("note").textContent = sentence.note || "";
@@ -123,6 +156,7 @@ function currentView() {
 }
 
 function draw() {
+  if (!inflated.has(Number(controls.sentence.value))) return;  // drawn once inflated, by showSentence
   const start = performance.now();
   const view = currentView(), canvas = document.getElementById("heatmap"), context = canvas.getContext("2d");
   const {queryTokens, keyTokens, values} = view;
@@ -150,13 +184,14 @@ function draw() {
   drawLabels(context, queryTokens, keyTokens, left, top, cell);
   drawLegend(context, left + cell * keyTokens.length + 16, top, Math.max(cell * queryTokens.length, 60), maximum);
   canvas.dataset.geometry = JSON.stringify({left, top, cell, rows: queryTokens.length, columns: keyTokens.length});
+  rememberView();
   lastDrawMs = performance.now() - start;
   const headName = view.head < 0 ? "mean of the heads" : `head ${view.head + 1}`;
   document.getElementById("caption").textContent =
     `${KIND_NAMES[view.kind]}, layer ${view.layer + 1}, ${headName}: rows are queries, columns the keys they attend to.`;
   document.getElementById("timing").textContent =
-    `${DATA.sentences.length} sentence(s); page data read in ${parseMs.toFixed(1)} ms; ` +
-    `this heat-map drawn in ${lastDrawMs.toFixed(1)} ms.`;
+    `${DATA.sentences.length} sentence(s); page data read in ${parseMs.toFixed(1)} ms; this sentence's ` +
+    `weights inflated in ${lastInflateMs.toFixed(1)} ms; this heat-map drawn in ${lastDrawMs.toFixed(1)} ms.`;
 }
 
 function drawLabels(context, queryTokens, keyTokens, left, top, cell) {

@@ -5,7 +5,10 @@ each batch holds sentences of similar length (less padding), decoded with
 `t2t_lite.decoding.decode_batch` (beam search with the paper's length penalty and a
 key/value cache), and written back in the input's order, one output line per input
 line. Decoding settings come from the hparams set, then the problem's defaults
-(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`.
+(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
+longer input is cut to its first ids and EOS, and `truncation_note` names the lines cut.
+`attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
+read back through the model (the paper's Figures 3–5).
 """
 
 import dataclasses

@@ -3,12 +3,14 @@
 import base64
 import json
 import re
+import zlib
 
 import numpy as np
 import pytest
 
-from t2t_lite.attention_page import render, sentence_data, write_page
 from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
+from t2t_lite.attention_page import render, sentence_data, write_page
+from t2t_lite.attention_plot import AXES
 
 SOURCE = ["▁Die", "▁Katze", "</script><b>", "<eos>"]
 TARGET = ["▁The", "▁cat", "▁sat", "<eos>"]
@@ -34,16 +36,31 @@ def page_data(page: str) -> dict:
     return json.loads(match.group(1))
 
 
+def page_attention(sentence: dict) -> dict:
+    """A page sentence's weights as the module docstring lays them out, in [0, 1]: {kind: [per layer]}."""
+    levels = np.frombuffer(zlib.decompress(base64.b64decode(sentence["attention"])), np.uint8) / 255
+    lengths = {"source": len(sentence["source_tokens"]), "target": len(sentence["target_tokens"])}
+    attention, offset = {}, 0
+    for kind, (queries, keys) in AXES.items():
+        shape = (sentence["heads"], lengths[queries], lengths[keys])
+        attention[kind] = []
+        for _ in range(sentence["layers"]):
+            attention[kind].append(levels[offset:offset + np.prod(shape)].reshape(shape))
+            offset += np.prod(shape)
+    assert offset == levels.size
+    return attention
+
+
 def test_the_page_keeps_every_weight_to_within_half_a_level_of_255():
     weights = attention()
     sentence = sentence_data("Die Katze", SOURCE, TARGET, [("The cat sat", -0.5), ("The cat", -0.9)], weights)
     (read,) = page_data(render([sentence], title="t")).get("sentences")
     assert read["source_tokens"] == SOURCE and read["target_tokens"] == TARGET  # "</script>" did not end the data
-    assert read["beams"] == [["The cat sat", -0.5], ["The cat", -0.9]] and read["heads"] == 3
+    assert read["beams"] == [["The cat sat", -0.5], ["The cat", -0.9]] and (read["layers"], read["heads"]) == (2, 3)
+    stored = page_attention(read)
     for kind, layers in weights.items():
         for layer, expected in enumerate(layers):
-            levels = np.frombuffer(base64.b64decode(read["attention"][kind][layer]), np.uint8)
-            np.testing.assert_allclose(levels.reshape(expected.shape) / 255, expected, atol=0.5 / 255 + 1e-9)
+            np.testing.assert_allclose(stored[kind][layer], expected, atol=0.5 / 255 + 1e-9)
 
 
 def test_the_page_needs_no_network_and_escapes_what_it_shows():
@@ -63,8 +80,9 @@ def test_weights_that_do_not_fit_the_tokens_are_refused():
 
 
 @needs_chromium
-def test_a_browser_draws_the_mean_attention_of_the_first_sentence_in_viridis(tmp_path):
-    """Each cell's colour on screen is viridis(mean over heads) of the weights given to the page."""
+def test_a_browser_draws_the_chosen_attention_in_viridis(tmp_path):
+    """Each cell's colour on screen is viridis of the weights given to the page: first the mean over the heads
+    of sentence 1's first encoder layer, then the view the page's address names."""
     from matplotlib import colormaps
 
     weights = [attention(seed=seed) for seed in (0, 100)]
@@ -80,3 +98,12 @@ def test_a_browser_draws_the_mean_attention_of_the_first_sentence_in_viridis(tmp
     expected = colormaps["viridis"](weights[0]["encoder_self"][0].mean(0))[..., :3] * 255
     np.testing.assert_allclose(cells, expected, atol=12)  # the page interpolates viridis between 9 stops
     assert cells.reshape(-1, 3).std(0).max() > 10  # not one flat colour
+
+    chosen = f"file://{path}#sentence=2&kind=encoder_decoder&layer=2&head=3"  # a view named in the address
+    dom = dump_dom(chosen, tmp_path / "profile")
+    assert "encoder-decoder attention, layer 2, head 3: rows are queries" in dom
+    assert '<span id="translation">The cat sat</span>' in dom and "<span id=\"source\">sentence 1</span>" in dom
+    geometry = canvas_geometry(dom)
+    assert (geometry["rows"], geometry["columns"]) == (len(TARGET), len(SOURCE))
+    cells = heat_map_cells(screenshot(chosen, tmp_path / "chosen.png", tmp_path / "profile"), geometry)
+    np.testing.assert_allclose(cells, colormaps["viridis"](weights[1]["encoder_decoder"][1][2])[..., :3] * 255, atol=12)

@@ -1,10 +1,7 @@
 """t2t-decoder: input order kept while decoding sorted by length, n-best, splits, settings, bad input."""
 
-import base64
 import io
-import json
 import os
-import re
 
 import keras
 import numpy as np
@@ -17,6 +14,7 @@ from t2t_lite.cli import decoder as decoder_cli
 from t2t_lite.hparam import HParamsError
 from t2t_lite.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.text_lines import read_lines as read_input_lines
+from test_attention_page import page_attention, page_data
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
@@ -151,18 +149,16 @@ def test_cli_writes_one_attention_page_and_on_request_the_pngs(trained, tmp_path
               f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out.txt'}", f"--attention_dir={pictures}")
     run_decoder(*common, "--decode_hparams=beam_size=2")
     assert os.listdir(pictures) == ["attention.html"]
-    page = (pictures / "attention.html").read_text()
-    sentences = json.loads(re.search(r'id="t2t-data">(.*?)</script>', page, re.S).group(1))["sentences"]
+    sentences = page_data((pictures / "attention.html").read_text())["sentences"]
     assert [sentence["source"] for sentence in sentences] == ["3 4", "5"]
     assert [len(sentence["beams"]) for sentence in sentences] == [2, 2]  # the n-best, though the file has the best
     for sentence in sentences:
-        for kind, layers in sentence["attention"].items():
-            assert len(layers) == 2
-            rows = len(sentence["source_tokens" if kind == "encoder_self" else "target_tokens"])
-            weights = np.frombuffer(base64.b64decode(layers[0]), np.uint8).reshape(4, rows, -1) / 255
-            np.testing.assert_allclose(weights.sum(-1), 1.0, atol=weights.shape[-1] / 510)  # softmax rows (eq. 1)
-            if kind == "decoder_self":  # a position never attends to a later one (§3.2.3)
-                assert not np.triu(weights, k=1).any()
+        for kind, layers in page_attention(sentence).items():
+            assert len(layers) == 2 and layers[0].shape[0] == 4
+            for weights in layers:
+                np.testing.assert_allclose(weights.sum(-1), 1.0, atol=weights.shape[-1] / 510)  # softmax rows, eq. 1
+                if kind == "decoder_self":  # a position never attends to a later one (§3.2.3)
+                    assert not np.triu(weights, k=1).any()
     run_decoder(*common, "--attention_pngs")
     # 2 layers x 4 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
     for sentence in ("sentence_0000", "sentence_0001"):
@@ -213,6 +209,7 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
         (("--hparams=hidden_size=64", f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}"),
          "ckpt-7: its weights do not fit the model these hparams build"),
         (("--decode_interactive", f"--decode_from_file={source}"), "--decode_interactive reads stdin"),
+        (("--decode_interactive", f"--attention_dir={tmp_path / 'pages'}"), "--attention_dir draws the sentences of"),
     ]
     empty = tmp_path / "empty_data"  # the algorithmic vocabulary needs no file, the split does
     empty.mkdir()

@@ -20,6 +20,7 @@ from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_c
 from t2t_lite import checkpoints, insights
 from t2t_lite.cli import insights as insights_cli
 from t2t_lite.inference import DecodeHParams, translate
+from test_attention_page import page_attention
 from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +65,7 @@ def test_a_typed_sentence_gets_the_decoders_translation_beams_and_attention(trai
         assert sentence["source"] == translation.source
         assert [text for text, _ in sentence["beams"]] == translation.hypotheses
         np.testing.assert_allclose([score for _, score in sentence["beams"]], translation.scores, atol=1e-4)
-        assert len(sentence["attention"]["encoder_decoder"]) == HPARAMS.num_hidden_layers
+        assert len(page_attention(sentence)["encoder_decoder"]) == HPARAMS.num_hidden_layers
     assert len(sentences) == 2
     assert shown(request(server + "?text=3%204%205")[1])[0][0]["beams"] == sentences[0]["beams"]  # GET: a link
 
