@@ -47,7 +47,7 @@ def plot_attention(source_tokens, target_tokens, attention, output_dir, kinds=No
             if layers is not None and layer not in layers:
                 continue
             weights = np.asarray(weights)
-            _check_shape(kind, layer, weights, query_tokens, key_tokens)
+            check_shape(kind, layer, weights, query_tokens, key_tokens)
             for head in range(weights.shape[0]):
                 if heads is not None and head not in heads:
                     continue
@@ -67,7 +67,8 @@ def _pyplot():
     return pyplot
 
 
-def _check_shape(kind, layer, weights, query_tokens, key_tokens):
+def check_shape(kind, layer, weights, query_tokens, key_tokens):
+    """Stops on weights that are not [heads, one query per query token, one key per key token]."""
     expected = (len(query_tokens), len(key_tokens))
     if weights.ndim != 3 or weights.shape[1:] != expected:
         raise ValueError(f"{kind} layer {layer}: attention of shape {weights.shape} does not match "

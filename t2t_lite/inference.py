@@ -5,7 +5,10 @@ each batch holds sentences of similar length (less padding), decoded with
 `t2t_lite.decoding.decode_batch` (beam search with the paper's length penalty and a
 key/value cache), and written back in the input's order, one output line per input
 line. Decoding settings come from the hparams set, then the problem's defaults
-(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`.
+(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
+longer input is cut to its first ids and EOS, and `truncation_note` names the lines cut.
+`attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
+read back through the model (the paper's Figures 3–5).
 """
 
 import dataclasses
@@ -17,7 +20,7 @@ import keras
 import numpy as np
 
 from t2t_lite import checkpoints, decoding, registry
-from t2t_lite.hparam import parse_overrides
+from t2t_lite.hparam import HParamsError, parse_overrides
 
 EOS_ID = 1
 # With xla=True, batches are padded to batch_size rows and to a multiple of this many source
@@ -25,8 +28,12 @@ EOS_ID = 1
 XLA_LENGTH_BUCKET = 16
 
 
-class InputTooLongError(ValueError):
-    """An input line the model cannot decode (longer than its learned position table)."""
+class BadInputError(ValueError):
+    """An input line the model cannot decode; the message names the line."""
+
+
+class InputTooLongError(BadInputError):
+    """An input line longer than the model's learned position table."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,19 +46,26 @@ class DecodeHParams:
     batch_size: int = 32  # Sentences decoded together.
     return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
     xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
+    max_input_size: int = 0  # Longer inputs are cut to this many ids (EOS included), and named; 0 = no cut.
 
     def __post_init__(self):
-        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0:
-            raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1 and extra_length ≥ 0 "
-                             f"(got {self}).")
+        cut_ok = self.max_input_size == 0 or self.max_input_size >= 2
+        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or not cut_ok:
+            raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
+                             f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self}).")
 
 
 def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
     """The hparams' decode defaults, then the problem's, then `overrides` (--decode_hparams)."""
     settings = {"beam_size": hparams.beam_size, "alpha": hparams.alpha, "extra_length": hparams.extra_length}
     settings.update(problem.decode_defaults())
-    settings.update(parse_overrides(DecodeHParams, overrides))
-    return DecodeHParams(**settings)
+    try:
+        settings.update(parse_overrides(DecodeHParams, overrides))
+        return DecodeHParams(**settings)
+    except ValueError as error:  # HParamsError too: say which flag to fix
+        message = str(error)
+        raise HParamsError(message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}") \
+            from None
 
 
 def load_hparams(hparams_set: str, overrides: str, model_dir: str):
@@ -63,11 +77,22 @@ def load_hparams(hparams_set: str, overrides: str, model_dir: str):
 
 @dataclasses.dataclass
 class Translation:
-    """The decoded hypotheses of one input line, best first, with their length-normalised scores."""
+    """The decoded hypotheses of one input line, best first, with their length-normalised scores.
+
+    `source_ids` are the ids the model read (EOS included, cut to max_input_size), `source_length`
+    how many the line had before the cut, and `ids` the best hypothesis' ids (EOS included if emitted).
+    """
 
     source: str
     hypotheses: list
     scores: list
+    source_ids: list = dataclasses.field(default_factory=list)
+    source_length: int = 0
+    ids: list = dataclasses.field(default_factory=list)
+
+    @property
+    def truncated(self) -> bool:
+        return self.source_length > len(self.source_ids)
 
     def line(self, return_beams: bool) -> str:
         """The output line: the best hypothesis, or every beam as `text<TAB>score` fields."""
@@ -78,7 +103,8 @@ class Translation:
 
 def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True) -> list:
     """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order."""
-    encoded = [vocabulary.encode(line) + [EOS_ID] for line in lines]
+    full = [encode_line(vocabulary, line, number) for number, line in enumerate(lines, start=1)]
+    encoded = [_cut(ids, settings.max_input_size) for ids in full]
     _check_learned_positions(model, encoded, settings.extra_length)
     order = sorted(range(len(lines)), key=lambda index: len(encoded[index]))
     results = [None] * len(lines)
@@ -93,14 +119,50 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
             model, inputs, beam_size=settings.beam_size, alpha=settings.alpha,
             extra_length=settings.extra_length, return_beams=True, xla=settings.xla)
         for row, index in enumerate(batch):
-            beams = range(ids.shape[1]) if settings.return_beams else range(1)
-            usable = [beam for beam in beams if np.isfinite(scores[row, beam])] or [0]
+            usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
             results[index] = Translation(lines[index], [vocabulary.decode(ids[row, beam]) for beam in usable],
-                                         [float(scores[row, beam]) for beam in usable])
+                                         [float(scores[row, beam]) for beam in usable], encoded[index],
+                                         len(full[index]), _until_eos(ids[row, usable[0]]))
         if bar is not None:
             done = first + len(batch)
             bar.update(done, values=[("sentences/s", done / max(time.time() - start, 1e-9))])
     return results
+
+
+def encode_line(vocabulary, line: str, number: int) -> list:
+    """The ids of input line `number` and EOS; BadInputError names the line if the vocabulary refuses it."""
+    try:
+        return vocabulary.encode(line) + [EOS_ID]
+    except ValueError as error:  # e.g. a word that is no symbol of an algorithmic problem
+        raise BadInputError(f"input line {number}: {error}") from None
+
+
+def _cut(ids, max_input_size):
+    """The first max_input_size - 1 ids and EOS (0 = all of them)."""
+    if not max_input_size or len(ids) <= max_input_size:
+        return ids
+    return ids[:max_input_size - 1] + [EOS_ID]
+
+
+def _until_eos(ids) -> list:
+    """A hypothesis' ids up to its first EOS (kept), else without the padding after its last token."""
+    ids = [int(i) for i in ids]
+    if EOS_ID in ids:
+        return ids[:ids.index(EOS_ID) + 1]
+    while ids and ids[-1] == 0:
+        ids.pop()
+    return ids
+
+
+def truncation_note(translations, settings: DecodeHParams, noun: str = "input line", shown: int = 5) -> str:
+    """A line naming the inputs cut to max_input_size ("" if none was), so no cut goes unsaid."""
+    numbers = [number for number, translation in enumerate(translations, start=1) if translation.truncated]
+    if not numbers:
+        return ""
+    listed = ", ".join(map(str, numbers[:shown])) + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
+    nouns = noun if len(numbers) == 1 else noun + "s"
+    return (f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
+            f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}.")
 
 
 def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
@@ -122,7 +184,8 @@ def _check_learned_positions(model, encoded, extra_length):
             raise InputTooLongError(
                 f"input line {number} has {len(ids)} ids (EOS included); with extra_length={extra_length} its "
                 f"decoding would need {len(ids) + extra_length} positions, but the learned position table "
-                f"(pos=emb) has {position.max_positions}. Shorten or split the line, or lower extra_length.")
+                f"(pos=emb) has {position.max_positions}. Shorten or split the line, lower extra_length, or cut "
+                f"long lines with --decode_hparams=max_input_size={position.max_positions - extra_length}.")
 
 
 def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
@@ -165,25 +228,68 @@ def decode_split(model, problem, data_dir: str, split: str, settings: DecodeHPar
 def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
     """Reads a sentence per line from stdin and prints its decoding, until end of input."""
     for line in stdin:
-        translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        try:
+            translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        except BadInputError as error:  # one bad line ends no session
+            print(str(error).replace("input line 1", "this line"), file=sys.stderr, flush=True)
+            continue
+        if translation.truncated:
+            print(input_note(translation), file=sys.stderr, flush=True)
         print(translation.line(settings.return_beams), file=stdout, flush=True)
 
 
+def attention_weights(model, translation: Translation) -> dict:
+    """The attention of the best hypothesis, read back through the model (teacher-forced).
+
+    Returns {"encoder_self", "decoder_self", "encoder_decoder"} -> list per layer of
+    [heads, queries, keys] numpy arrays: the weights behind the paper's Figures 3–5.
+    """
+    target_ids = translation.ids or [EOS_ID]
+    _, attention = model({"inputs": np.array([translation.source_ids], np.int32),
+                          "targets": np.array([target_ids], np.int32)}, return_attention=True)
+    return {kind: [np.asarray(layer, np.float32)[0] for layer in layers] for kind, layers in attention.items()}
+
+
+def attention_sentences(model, vocabulary, translations) -> list:
+    """The sentences of the attention and beam page (t2t_lite.attention_page) for `translations`."""
+    from t2t_lite import attention_page
+
+    return [attention_page.sentence_data(translation.source, *_tokens(vocabulary, translation),
+                                         zip(translation.hypotheses, translation.scores),
+                                         attention_weights(model, translation), input_note(translation))
+            for translation in translations]
+
+
+def attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
+    """Writes the attention and beam page of `translations` to `path`; returns the path."""
+    from t2t_lite.attention_page import write_page
+
+    return write_page(path, attention_sentences(model, vocabulary, translations), title=title, details=details)
+
+
+def input_note(translation: Translation) -> str:
+    """Says that the model read a cut input ("" if it read all of it)."""
+    if not translation.truncated:
+        return ""
+    return (f"The input had {translation.source_length} ids (EOS included); the model read its first "
+            f"{len(translation.source_ids) - 1} and EOS (max_input_size).")
+
+
 def attention_pictures(model, vocabulary, translations, directory: str) -> list:
-    """Heat-maps of every layer and head for each decoded sentence (the paper's Figures 3–5)."""
+    """One PNG heat-map per kind, layer and head of each decoded sentence (`--attention_pngs`)."""
     from t2t_lite import attention_plot  # matplotlib is optional; imported only when asked for
 
     written = []
     for index, translation in enumerate(translations):
-        source_ids = vocabulary.encode(translation.source) + [EOS_ID]
-        target_ids = vocabulary.encode(translation.hypotheses[0]) + [EOS_ID]
-        _, attention = model({"inputs": np.array([source_ids], np.int32),
-                              "targets": np.array([target_ids], np.int32)}, return_attention=True)
-        per_sentence = {kind: [np.asarray(layer)[0] for layer in layers] for kind, layers in attention.items()}
-        written += attention_plot.plot_attention(
-            _pieces(vocabulary, source_ids), _pieces(vocabulary, target_ids), per_sentence,
-            os.path.join(directory, f"sentence_{index:04d}"))
+        written += attention_plot.plot_attention(*_tokens(vocabulary, translation),
+                                                 attention_weights(model, translation),
+                                                 os.path.join(directory, f"sentence_{index:04d}"))
     return written
+
+
+def _tokens(vocabulary, translation: Translation) -> tuple:
+    """The labels of the encoder and decoder positions (one per id) for the attention pictures."""
+    return _pieces(vocabulary, translation.source_ids), _pieces(vocabulary, translation.ids or [EOS_ID])
 
 
 def _pieces(vocabulary, ids) -> list:

@@ -14,6 +14,7 @@ from t2t_lite.cli import decoder as decoder_cli
 from t2t_lite.hparam import HParamsError
 from t2t_lite.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.text_lines import read_lines as read_input_lines
+from test_attention_page import page_attention, page_data
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
@@ -139,17 +140,44 @@ def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
     assert all(target == " ".join(reversed(line.split())) for line, target in zip(inputs, targets))
 
 
-def test_cli_writes_attention_pictures_per_layer_and_head(trained, tmp_path):
+def test_cli_writes_one_attention_page_and_on_request_the_pngs(trained, tmp_path):
     _, _, data_dir, output_dir = trained
     source = tmp_path / "two.txt"
     source.write_text("3 4\n5\n")
     pictures = tmp_path / "attention"
-    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-                f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out.txt'}",
-                f"--attention_dir={pictures}")
+    common = ("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+              f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out.txt'}", f"--attention_dir={pictures}")
+    run_decoder(*common, "--decode_hparams=beam_size=2")
+    assert os.listdir(pictures) == ["attention.html"]
+    sentences = page_data((pictures / "attention.html").read_text())["sentences"]
+    assert [sentence["source"] for sentence in sentences] == ["3 4", "5"]
+    assert [len(sentence["beams"]) for sentence in sentences] == [2, 2]  # the n-best, though the file has the best
+    for sentence in sentences:
+        for kind, layers in page_attention(sentence).items():
+            assert len(layers) == 2 and layers[0].shape[0] == 4
+            for weights in layers:
+                np.testing.assert_allclose(weights.sum(-1), 1.0, atol=weights.shape[-1] / 510)  # softmax rows, eq. 1
+                if kind == "decoder_self":  # a position never attends to a later one (§3.2.3)
+                    assert not np.triu(weights, k=1).any()
+    run_decoder(*common, "--attention_pngs")
     # 2 layers x 4 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
     for sentence in ("sentence_0000", "sentence_0001"):
         assert len(list((pictures / sentence).glob("*.png"))) == 2 * 4 * 3
+
+
+def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsys):
+    problem, model, data_dir, output_dir = trained
+    lines = ["1 2 3 4 5 6 7", "1", "1 2 3 4 5", "1 2 3 4", *["2 3 4 5 6"] * 5]
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(lines) + "\n")
+    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+                f"--decode_from_file={source}", "--decode_hparams=max_input_size=5")
+    printed = capsys.readouterr().out
+    assert ("Truncated 7 lines to their first 4 ids and EOS (--decode_hparams max_input_size=5): "
+            "lines 1, 3, 5, 6, 7 and 2 more.") in printed
+    cut = translate(model, problem.vocabulary(data_dir), ["1 2 3 4"], DecodeHParams(1, 0.0, 2), progress=False)[0]
+    decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
+    assert decoded[0] == cut.hypotheses[0] and len(decoded) == len(lines)  # line 1 decoded as its first 4 symbols
 
 
 def test_cli_without_checkpoint_names_the_flags(trained):
@@ -165,14 +193,23 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
     common = ("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}")
     cases = [
         (("--decode_hparams=beam_size=0", f"--decode_from_file={source}"), "--decode_hparams: beam_size"),
-        ((f"--decode_from_file={tmp_path / 'missing.txt'}",), "--decode_from_file: .*missing.txt"),
+        ((f"--decode_from_file={tmp_path / 'missing.txt'}",), "--decode_from_file=.*missing.txt: no such file"),
         ((f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'no' / 'out.txt'}"),
-         "--decode_to_file: the directory .*/no of .* does not exist"),
+         "--decode_to_file=.*/no/out.txt: its directory .*/no does not exist"),
+        ((f"--decode_from_file={source}", f"--decode_to_file={tmp_path}"), "--decode_to_file=.*: is a directory"),
+        ((f"--decode_from_file={source}", f"--attention_dir={source}"), "--attention_dir=.*in.txt: is a file"),
+        ((f"--decode_from_file={source}", "--attention_pngs"), "--attention_pngs writes into --attention_dir"),
+        ((f"--decode_from_file={tmp_path}",), "--decode_from_file=.*: is a directory; give a file"),
+        ((f"--decode_from_file={source}", f"--output_dir={tmp_path / 'nowhere'}"),
+         "--output_dir=.*nowhere: no such directory"),
+        (("--decode_hparams=max_input_size=1", f"--decode_from_file={source}"), "--decode_hparams: .*max_input_size"),
+        (("--decode_hparams=beam_sise=2", f"--decode_from_file={source}"), "--decode_hparams: .*Did you mean beam_size"),
         ((f"--decode_from_file={source}", f"--decode_to_file={source}"), "is --decode_from_file"),
         (("--model=transformr", f"--decode_from_file={source}"), "--model: .*transformr"),
         (("--hparams=hidden_size=64", f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}"),
          "ckpt-7: its weights do not fit the model these hparams build"),
         (("--decode_interactive", f"--decode_from_file={source}"), "--decode_interactive reads stdin"),
+        (("--decode_interactive", f"--attention_dir={tmp_path / 'pages'}"), "--attention_dir draws the sentences of"),
     ]
     empty = tmp_path / "empty_data"  # the algorithmic vocabulary needs no file, the split does
     empty.mkdir()
@@ -199,3 +236,14 @@ def test_interactive_reads_stdin_until_end(trained):
     decode_interactive(model, problem.vocabulary(data_dir), DecodeHParams(beam_size=1, extra_length=2),
                        stdin=io.StringIO("1 2\n3\n"), stdout=output)
     assert len(output.getvalue().splitlines()) == 2
+
+
+def test_interactive_names_a_bad_line_and_goes_on(trained, capsys):
+    from t2t_lite.inference import decode_interactive
+
+    problem, model, data_dir, _ = trained
+    output = io.StringIO()
+    decode_interactive(model, problem.vocabulary(data_dir), DecodeHParams(beam_size=1, extra_length=2),
+                       stdin=io.StringIO("1 x\n3\n"), stdout=output)
+    assert "this line: 'x' is not a symbol" in capsys.readouterr().err
+    assert len(output.getvalue().splitlines()) == 1

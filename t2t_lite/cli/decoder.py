@@ -20,7 +20,10 @@ flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 te
 flags.DEFINE_string("decode_to_file", None, "Where to write one output line per input line.")
 flags.DEFINE_bool("decode_interactive", False, "Read sentences from stdin and print their decodings.")
 flags.DEFINE_enum("decode_split", "test", ["train", "dev", "test"], "The generated split to decode when no file is given.")
-flags.DEFINE_string("attention_dir", None, "Also write attention heat-maps (PNG) of every decoded sentence here.")
+flags.DEFINE_string("attention_dir", None, "Also write the attention and beam page of the decoded sentences, "
+                    "DIR/attention.html (one self-contained file: open it in a browser).")
+flags.DEFINE_bool("attention_pngs", False, "With --attention_dir, also one PNG heat-map per sentence, attention kind, "
+                  "layer and head (DIR/sentence_NNNN/; needs matplotlib).")
 
 
 def main(argv):
@@ -33,10 +36,12 @@ def main(argv):
     if FLAGS.decode_interactive and (FLAGS.decode_from_file or FLAGS.decode_to_file):
         raise t2t_flags.UsageError("--decode_interactive reads stdin and prints to stdout: leave out "
                                    "--decode_from_file and --decode_to_file, or --decode_interactive.")
+    _check_paths()
     hparams, settings = _settings(problem, model_dir)
     # Everything a typo can break is checked before the model is loaded and hours are spent decoding.
     lines = _read_lines() if FLAGS.decode_from_file else None
     output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
+    page = _attention_page_path()
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
         model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
@@ -49,17 +54,62 @@ def main(argv):
     if lines is not None:
         try:
             translations = inference.translate(model, vocabulary, lines, settings)
-        except inference.InputTooLongError as error:
+        except inference.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         inference.write_lines(output, (t.line(settings.return_beams) for t in translations))
+        note = inference.truncation_note(translations, settings, "line")
     else:
         try:
             translations = inference.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings,
                                                   output)
-        except (FileNotFoundError, inference.InputTooLongError) as error:
+        except (FileNotFoundError, inference.BadInputError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
+        note = inference.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
     print(f"Wrote {len(translations)} decodings to {output}")
+    if note:
+        print(note)
+    if page:
+        _write_attention(model, vocabulary, translations, page, problem, settings)
+
+
+def _check_paths():
+    """Each path flag given is checked before any work: a typo costs a message, not a decoding run."""
+    t2t_flags.existing_dir("data_dir")
+    if FLAGS.output_dir:
+        t2t_flags.existing_dir("output_dir")
+    if FLAGS.decode_from_file:
+        t2t_flags.existing_file("decode_from_file")
+    if FLAGS.decode_to_file:
+        t2t_flags.writable_file("decode_to_file")
     if FLAGS.attention_dir:
+        t2t_flags.writable_dir("attention_dir")
+    elif FLAGS.attention_pngs:
+        raise t2t_flags.UsageError("--attention_pngs writes into --attention_dir: give --attention_dir too.")
+
+
+def _attention_page_path():
+    if not FLAGS.attention_dir:
+        return None
+    if FLAGS.decode_interactive:
+        raise t2t_flags.UsageError("--attention_dir draws the sentences of --decode_from_file or of a split, "
+                                   "not of --decode_interactive: leave one out.")
+    page = os.path.join(FLAGS.attention_dir, "attention.html")
+    if os.path.exists(page):
+        print(f"{page} exists: it will be replaced by this run's page.")
+    return page
+
+
+def _write_attention(model, vocabulary, translations, page, problem, settings):
+    """The attention and beam page, and with --attention_pngs the PNG heat-maps, of this run."""
+    os.makedirs(FLAGS.attention_dir, exist_ok=True)
+    source = FLAGS.decode_from_file or f"the {FLAGS.decode_split} split"
+    details = (f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
+               f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
+               f"alpha={settings.alpha}, extra_length={settings.extra_length}).")
+    inference.attention_page(model, vocabulary, translations, page, title=f"Attention and beams: {problem.name}",
+                             details=details)
+    print(f"Wrote the attention and beam page of {len(translations)} sentence(s) to {page}")
+    if FLAGS.attention_pngs:
         written = inference.attention_pictures(model, vocabulary, translations, FLAGS.attention_dir)
         print(f"Wrote {len(written)} attention pictures to {FLAGS.attention_dir}")
 
@@ -69,10 +119,8 @@ def _settings(problem, model_dir):
     hparams = t2t_flags.trained_hparams(model_dir)
     try:
         return hparams, inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except (HParamsError, ValueError) as error:
-        message = str(error)
-        raise t2t_flags.UsageError(message if message.startswith("--decode_hparams") else
-                                   f"--decode_hparams: {message}") from None
+    except HParamsError as error:
+        raise t2t_flags.UsageError(str(error)) from None
 
 
 def _read_lines():

@@ -1,0 +1,156 @@
+"""t2t-insights: a typed sentence comes back translated with its beams and attention; bad input gets a message."""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pytest
+from absl import flags as absl_flags
+
+from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
+from t2t_lite import checkpoints, insights
+from t2t_lite.cli import insights as insights_cli
+from t2t_lite.inference import DecodeHParams, translate
+from test_attention_page import page_attention
+from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTINGS = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
+
+
+@pytest.fixture(scope="module")
+def server(trained):  # noqa: F811
+    problem, model, data_dir, _ = trained
+    page = insights.Insights(model, problem.vocabulary(data_dir), SETTINGS, max_input_ids=12)
+    server = insights.make_server(page, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def request(url, body: bytes = None):
+    """(status, page) of a GET, or of a form POST when `body` is given."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=120) as answer:
+            return answer.status, answer.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode("utf-8")
+
+
+def shown(page: str) -> tuple:
+    """(the sentences the page carries, its message)."""
+    data = json.loads(re.search(r'id="t2t-data">(.*?)</script>', page, re.S).group(1))
+    message = re.search(r'<p class="message" role="alert">(.*?)</p>', page)
+    return data["sentences"], message.group(1) if message else ""
+
+
+def test_a_typed_sentence_gets_the_decoders_translation_beams_and_attention(trained, server):  # noqa: F811
+    problem, model, data_dir, _ = trained
+    status, page = request(server, urllib.parse.urlencode({"text": "3 4 5\n\n9 9 1 2"}).encode())
+    sentences, message = shown(page)
+    assert status == 200 and message == ""
+    expected = translate(model, problem.vocabulary(data_dir), ["3 4 5", "9 9 1 2"], SETTINGS, progress=False)
+    for sentence, translation in zip(sentences, expected):  # blank lines are not sentences
+        assert sentence["source"] == translation.source
+        assert [text for text, _ in sentence["beams"]] == translation.hypotheses
+        np.testing.assert_allclose([score for _, score in sentence["beams"]], translation.scores, atol=1e-4)
+        assert len(page_attention(sentence)["encoder_decoder"]) == HPARAMS.num_hidden_layers
+    assert len(sentences) == 2
+    assert shown(request(server + "?text=3%204%205")[1])[0][0]["beams"] == sentences[0]["beams"]  # GET: a link
+
+
+@pytest.mark.parametrize("body, status, message", [
+    (b"text=", 200, "The input is empty"),
+    (b"text=%20%0A%20", 200, "The input is empty"),
+    (b"text=%FF%FE", 400, "not valid UTF-8"),
+    (b"text=\xff\xfe", 400, "not valid UTF-8"),
+    (b"text=3+x+4", 200, "Line 1: &#x27;x&#x27; is not a symbol"),
+    (urllib.parse.urlencode({"text": "1\n" + "1 " * 12}).encode(), 200,
+     "Line 2 has 13 subword ids \\(EOS included\\); this model takes at most 12"),
+    (urllib.parse.urlencode({"text": "1\n" * 17}).encode(), 200, "has 17 lines; .* at most 16"),
+    (b"text=" + b"1+" * insights.MAX_BODY_BYTES, 413, "The request has 131,077 bytes; this page takes at most 65,536"),
+])
+def test_input_the_model_cannot_take_gets_a_message_not_a_traceback(server, body, status, message):
+    answer_status, page = request(server, body)
+    assert answer_status == status
+    assert re.search(message, shown(page)[1]) and "Traceback" not in page
+    assert shown(page)[0] == []
+
+
+def test_other_paths_are_not_found(server):
+    status, page = request(server + "favicon.ico")
+    assert status == 404 and "No page at /favicon.ico" in page
+
+
+def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_example(trained):  # noqa: F811
+    problem, model, data_dir, _ = trained
+    assert insights.max_input_ids(model, HPARAMS, SETTINGS)[0] == HPARAMS.max_length
+    assert insights.max_input_ids(model, HPARAMS, DecodeHParams(max_input_size=7))[0] == 7
+    learned = checkpoints.build_model(HPARAMS.replace(pos="emb", max_length=20), problem.vocab_size(data_dir))
+    assert learned.source_position.max_positions - 3 == insights.max_input_ids(learned, HPARAMS, SETTINGS)[0]
+
+
+def test_cli_a_taken_port_is_named(trained):  # noqa: F811
+    problem, _, data_dir, output_dir = trained
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        absl_flags.FLAGS.unparse_flags()
+        absl_flags.FLAGS(["t2t-insights", "--problem=algorithmic_reverse", f"--data_dir={data_dir}",
+                          f"--output_dir={output_dir}", f"--port={port}"])
+        try:
+            with pytest.raises(insights_cli.t2t_flags.UsageError, match=f"--port={port}: cannot listen there"):
+                insights_cli.main([])
+        finally:
+            absl_flags.FLAGS.unparse_flags()
+
+
+@pytest.fixture
+def running_tool(trained):  # noqa: F811
+    """t2t-insights started as a user starts it, on a free port of 127.0.0.1; yields its URL."""
+    _, _, data_dir, output_dir = trained
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "bin", "t2t-insights"), "--problem=algorithmic_reverse",
+         f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--port=0", "--decode_hparams=beam_size=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.time() + 180
+        line = process.stdout.readline()
+        while "serving" not in line and time.time() < deadline and process.poll() is None:
+            line = process.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, f"t2t-insights did not start: {line!r}"
+        yield url.group(0)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@needs_chromium
+def test_a_browser_sends_the_form_and_shows_a_translation_and_a_heat_map(running_tool, tmp_path):
+    """Chromium loads the page, then posts a sentence as its form does, and draws what comes back."""
+    empty_form = dump_dom(running_tool, tmp_path / "profile")
+    assert re.search(r'<form method="post" action="/"[^>]*>\s*<textarea name="text"', empty_form)
+    typed = tmp_path / "type_a_sentence.html"  # the sentence typed into a form like the page's, then sent
+    typed.write_text(f'<form method="post" action="{running_tool}"><textarea name="text">3 4 5 6 7</textarea>'
+                     f'</form><script>document.forms[0].submit()</script>')
+    dom = dump_dom(f"file://{typed}", tmp_path / "profile")
+    translation = re.search(r'<span id="translation">([^<]*)</span>', dom).group(1)
+    assert re.fullmatch(r"\d( \d)*", translation)  # a sequence of the problem's symbols
+    assert len(re.findall(r"<tr><td>\d</td>", dom)) == 2  # both beams, with their scores
+    geometry = canvas_geometry(dom)
+    assert (geometry["rows"], geometry["columns"]) == (6, 6)  # 5 symbols and EOS
+    cells = heat_map_cells(screenshot(f"file://{typed}", tmp_path / "page.png", tmp_path / "profile"), geometry)
+    assert cells.reshape(-1, 3).std(0).max() > 3  # cells of different colours: not a blank heat-map
