@@ -15,10 +15,16 @@ Three figures, for three different purposes:
   the n-gram statistics are multi-bleu's (case-sensitive, corpus-level, no smoothing).
   Splitting compounds turns one German word into three tokens and raises the score,
   which is why this figure reads higher than sacreBLEU's.
+
+`evaluate_steps` scores a directory of translations by checkpoint step (the files
+`t2t-translate-all` writes, `<source>-<step>` and `<source>-avg<N>-<step>`): a table,
+TensorBoard scalars (`write_events`, as tensor2tensor's `t2t-bleu --event_dir`) and a
+plot of sacreBLEU against step (`plot_steps`, matplotlib, an optional extra).
 """
 
 import dataclasses
 import functools
+import os
 import re
 import sys
 import unicodedata
@@ -32,6 +38,8 @@ from t2t_lite.text_lines import read_lines
 _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 _COMPOUND_MARKER = "##AT##-##AT##"
 _MARKER_PLACEHOLDER = "tttlitecompoundhyphen"  # letters only: the tokenizer leaves it whole
+# t2t-translate-all's file names: <source>-<step>, or <source>-avg<N>-<step> for an average.
+_STEP_FILE = re.compile(r"^(?P<source>.+?)(?:-avg(?P<average_of>\d+))?-(?P<step>\d+)$")
 
 
 class LineCountError(ValueError):
@@ -62,13 +70,17 @@ class BleuReport:
 
 def evaluate_files(translation_path: str, reference_path: str) -> BleuReport:
     """Scores the lines of `translation_path` against those of `reference_path` (one reference)."""
-    translation, reference = read_lines(translation_path), read_lines(reference_path)
+    reference = read_lines(reference_path)
+    return evaluate(_translation_lines(translation_path, reference, reference_path), reference)
+
+
+def _translation_lines(translation_path: str, reference: list, reference_path: str) -> list:
+    translation = read_lines(translation_path)
     if len(translation) != len(reference):
         raise LineCountError(
-            f"--translation={translation_path} has {len(translation)} lines but "
-            f"--reference={reference_path} has {len(reference)}; line i of one must translate line i "
-            f"of the other.")
-    return evaluate(translation, reference)
+            f"{translation_path} has {len(translation)} lines but --reference={reference_path} has "
+            f"{len(reference)}; line i of one must translate line i of the other.")
+    return translation
 
 
 def evaluate(translation: list, reference: list) -> BleuReport:
@@ -127,3 +139,99 @@ def _unicode_patterns() -> dict:
 def _characters_of_category(prefix: str) -> str:
     return re.escape("".join(chr(code) for code in range(sys.maxunicode)
                              if unicodedata.category(chr(code)).startswith(prefix)))
+
+
+# -- Scores by checkpoint step, for t2t-bleu --translations_dir ---------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class StepScore:
+    """The scores of one file of a translations directory."""
+
+    step: int
+    average_of: int  # 0: a single checkpoint; N: the average of the last N checkpoints up to `step`
+    path: str
+    report: BleuReport
+
+    @property
+    def label(self) -> str:
+        return f"avg{self.average_of} @ {self.step}" if self.average_of else str(self.step)
+
+
+def step_files(translations_dir: str) -> list:
+    """(step, average_of, path) of every translation file in the directory, single checkpoints first, by step.
+
+    Files of translations of several sources in one directory would mix two curves, so
+    they are refused.
+    """
+    found, sources = [], set()
+    for name in sorted(os.listdir(translations_dir)):
+        match = _STEP_FILE.match(name)
+        if match and os.path.isfile(os.path.join(translations_dir, name)):
+            sources.add(match["source"])
+            found.append((int(match["step"]), int(match["average_of"] or 0), os.path.join(translations_dir, name)))
+    if len(sources) > 1:
+        raise ValueError(f"--translations_dir={translations_dir} holds translations of several sources "
+                         f"({', '.join(sorted(sources))}); give each source its own directory.")
+    if not found:
+        raise ValueError(f"--translations_dir={translations_dir}: no translation files named <source>-<step> "
+                         f"(as t2t-translate-all writes them).")
+    return sorted(found, key=lambda item: (item[1], item[0]))
+
+
+def evaluate_steps(translations_dir: str, reference_path: str) -> list:
+    """A `StepScore` for each translation file of `translations_dir` against the reference."""
+    reference = read_lines(reference_path)
+    return [StepScore(step, average_of, path, evaluate(_translation_lines(path, reference, reference_path), reference))
+            for step, average_of, path in step_files(translations_dir)]
+
+
+def format_table(scores: list) -> str:
+    """One row per file (step, sacreBLEU, chrF2), then the two signatures once."""
+    rows = [f"{'step':>14}  {'sacreBLEU':>9}  {'chrF2':>6}"]
+    rows += [f"{score.label:>14}  {score.report.sacrebleu:9.2f}  {score.report.chrf:6.2f}" for score in scores]
+    rows += [f"sacreBLEU: {scores[0].report.sacrebleu_signature}", f"chrF2: {scores[0].report.chrf_signature}"]
+    return "\n".join(rows)
+
+
+def write_events(scores: list, event_dir: str) -> None:
+    """TensorBoard scalars `sacreBLEU` and `chrF2` at each step (`…_avg<N>` for averages) in event_dir."""
+    import tensorflow as tf  # only for --event_dir: t2t-bleu otherwise starts without TensorFlow
+
+    # The trainer's writer of TensorBoard scalars (no tensorboard package needed); private there for now.
+    from t2t_lite.trainer import _write_summaries
+
+    writer = tf.summary.create_file_writer(event_dir)
+    for score in scores:
+        suffix = f"_avg{score.average_of}" if score.average_of else ""
+        _write_summaries(writer, score.step, {"sacreBLEU" + suffix: score.report.sacrebleu,
+                                              "chrF2" + suffix: score.report.chrf})
+    writer.close()
+
+
+def plot_steps(scores: list, path: str) -> None:
+    """A PNG of sacreBLEU against step; averaged checkpoints are drawn as stars at their last step.
+
+    Raises ImportError when matplotlib (the optional `plot` extra) is missing.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("matplotlib is not installed (pip install matplotlib, the [plot] extra)") from None
+    matplotlib.use("Agg")  # a file only: works without a display
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(7, 4.2))
+    single = [score for score in scores if not score.average_of]
+    if single:
+        axes.plot([s.step for s in single], [s.report.sacrebleu for s in single], "o-", label="checkpoint")
+    for average_of in sorted({score.average_of for score in scores} - {0}):
+        averaged = [score for score in scores if score.average_of == average_of]
+        axes.plot([s.step for s in averaged], [s.report.sacrebleu for s in averaged], "*", markersize=14,
+                  label=f"average of the last {average_of}")
+    axes.set_xlabel("training step")
+    axes.set_ylabel("sacreBLEU")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -10,7 +11,6 @@ import pytest
 
 from t2t_lite import bleu
 
-VENV_BIN = os.path.dirname(sys.executable)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TRANSLATION = [
@@ -34,7 +34,8 @@ def write(path, lines):
 
 def test_sacrebleu_and_chrf_agree_with_the_sacrebleu_command_line(tmp_path):
     translation, reference = write(tmp_path / "hyp.de", TRANSLATION), write(tmp_path / "ref.de", REFERENCE)
-    command = [os.path.join(VENV_BIN, "sacrebleu"), reference, "-i", translation, "-m", "bleu", "chrf", "-w", "4"]
+    # `python -m sacrebleu` is its command line in any environment, with or without the console script.
+    command = [sys.executable, "-m", "sacrebleu", reference, "-i", translation, "-m", "bleu", "chrf", "-w", "4"]
     by_name = {result["name"]: result for result in json.loads(subprocess.check_output(command, text=True))}
     report = bleu.evaluate_files(translation, reference)
     assert report.sacrebleu == pytest.approx(by_name["BLEU"]["score"], abs=1e-4)
@@ -83,3 +84,95 @@ def test_paper_bleu_against_hand_counts():
     assert bleu.paper_bleu(["A b c d"], ["a b c d e"], lowercase=True) == pytest.approx(100 * math.exp(-0.25))
     # "x-y" is three tokens: 7 tokens each, precisions 6/7, 5/6, 4/5, 3/4.
     assert bleu.paper_bleu(["a b-c d e f"], ["a b-c d e g"]) == pytest.approx(100 * (3 / 7) ** 0.25)
+
+
+# -- t2t-bleu --translations_dir: a table, TensorBoard scalars and a plot by checkpoint step ----------
+
+def translations_dir(tmp_path):
+    """Files as t2t-translate-all names them, three steps and one average, with files it must leave alone."""
+    directory = tmp_path / "translations"
+    directory.mkdir()
+    by_name = {"val.en-100": ["Das ist"] * 4, "val.en-2000": TRANSLATION[:2] + ["Er sagte", "Das ist"],
+               "val.en-300": TRANSLATION[:1] + ["Ein Beispiel.", "Er sagte: nein.", "Das ist alles"],
+               "val.en-avg2-2000": TRANSLATION}
+    for name, lines in by_name.items():
+        write(directory / name, lines)
+    write(directory / "val.en-400.tmp", ["half a file"])  # a translation still being written
+    (directory / "avg2").mkdir()  # where t2t-translate-all keeps the averaged checkpoint
+    return directory, {name: by_name[name] for name in ("val.en-100", "val.en-300", "val.en-2000", "val.en-avg2-2000")}
+
+
+def test_table_by_step_agrees_with_sacrebleu_and_events_and_plot_hold_the_same(tmp_path):
+    import sacrebleu
+    import tensorflow as tf
+
+    directory, by_name = translations_dir(tmp_path)
+    reference = write(tmp_path / "ref.de", REFERENCE)
+    events, plot = tmp_path / "events", tmp_path / "curve.png"
+    output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-bleu"), f"--translations_dir={directory}",
+                             f"--reference={reference}", f"--event_dir={events}", f"--plot_file={plot}"],
+                            capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in output.splitlines()[1:5]]
+    expected = {name: (sacrebleu.corpus_bleu(lines, [REFERENCE]).score, sacrebleu.corpus_chrf(lines, [REFERENCE]).score)
+                for name, lines in by_name.items()}
+    assert [row[:-2] for row in rows] == [["100"], ["300"], ["2000"], ["avg2", "@", "2000"]]  # by step, averages last
+    for row, (bleu_score, chrf_score) in zip(rows, expected.values()):
+        assert float(row[-2]) == pytest.approx(bleu_score, abs=0.006)
+        assert float(row[-1]) == pytest.approx(chrf_score, abs=0.006)
+    assert output.count("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp") == 1  # the signatures once
+    assert expected["val.en-100"][0] < expected["val.en-2000"][0] < expected["val.en-avg2-2000"][0]
+
+    scalars = {}
+    for path in events.iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+    assert set(scalars) == {(tag, step) for tag in ("sacreBLEU", "chrF2") for step in (100, 300, 2000)} | {
+        ("sacreBLEU_avg2", 2000), ("chrF2_avg2", 2000)}
+    assert scalars[("sacreBLEU", 300)] == pytest.approx(expected["val.en-300"][0], rel=1e-6)
+    assert scalars[("chrF2_avg2", 2000)] == pytest.approx(expected["val.en-avg2-2000"][1], rel=1e-6)
+
+    pyplot = pytest.importorskip("matplotlib.pyplot", reason="matplotlib, the optional [plot] extra, is not installed")
+    image = pyplot.imread(str(plot))
+    assert image.shape[0] > 200 and image.shape[1] > 300 and image[..., :3].std() > 0.05  # drawn, not blank
+
+
+def test_without_matplotlib_only_the_plot_is_left_out(tmp_path, monkeypatch, capsys):
+    from absl import flags as absl_flags
+    from t2t_lite.cli import bleu as bleu_cli
+
+    directory, _ = translations_dir(tmp_path)
+    reference = write(tmp_path / "ref.de", REFERENCE)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    absl_flags.FLAGS(["t2t-bleu", f"--translations_dir={directory}", f"--reference={reference}"])
+    try:
+        bleu_cli.main([])
+    finally:
+        absl_flags.FLAGS.unparse_flags()
+    output = capsys.readouterr().out
+    assert "avg2 @ 2000" in output and "matplotlib is not installed" in output and "no plot written" in output
+    assert not (directory / "sacrebleu_by_step.png").exists()
+
+
+def test_translations_dir_mistakes_name_the_flag_or_file(tmp_path):
+    directory, _ = translations_dir(tmp_path)
+    reference = write(tmp_path / "ref.de", REFERENCE)
+    write(tmp_path / "short.de", REFERENCE[:3])
+    other = tmp_path / "two_sources"
+    other.mkdir()
+    write(other / "val.en-100", TRANSLATION)
+    write(other / "test.en-100", TRANSLATION)
+    tool = [sys.executable, os.path.join(REPO, "bin", "t2t-bleu")]
+    cases = [
+        ([f"--translations_dir={directory}", f"--translation={directory / 'val.en-100'}", f"--reference={reference}"],
+         "Give either --translation .* or --translations_dir"),
+        ([f"--translations_dir={other}", f"--reference={reference}"], "several sources \\(test.en, val.en\\)"),
+        ([f"--translations_dir={tmp_path / 'none'}", f"--reference={reference}"], "--translations_dir=.*none: no such"),
+        ([f"--translations_dir={directory / 'avg2'}", f"--reference={reference}"], "no translation files named"),
+        ([f"--translations_dir={directory}", f"--reference={tmp_path / 'short.de'}"],
+         "val.en-100 has 4 lines but --reference=.*short.de has 3"),
+    ]
+    for argv, message in cases:
+        result = subprocess.run(tool + argv, capture_output=True, text=True)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert re.search(message, result.stderr), result.stderr

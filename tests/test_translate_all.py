@@ -1,0 +1,190 @@
+"""t2t-translate-all: each step's file equals a fresh decode of that checkpoint; skips, waits, resumes, bad input.
+
+The command line is run as a subprocess only: its --model_dir and --translations_dir are
+also defined by t2t-avg-all and t2t-bleu, which other tests import in this process.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import checkpoints, datagen, inference, registry, translate_all
+from t2t_lite.inference import DecodeHParams
+from t2t_lite.text_lines import read_lines
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
+SETTINGS = DecodeHParams(beam_size=2, alpha=0.6, extra_length=3, batch_size=3)
+SOURCE_LINES = ["3 4 5", "1", "7 7 7 7 7 7", "2 9", "8 1 8"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """algorithmic_reverse data, and a model directory with random-weight checkpoints ckpt-0, -10 and -20."""
+    root = tmp_path_factory.mktemp("translate_all")
+    problem = registry.problem("algorithmic_reverse")
+    problem.num_examples = {"train": 20, "dev": 5, "test": 5}
+    data_dir = str(root / "data")
+    datagen.generate(problem, data_dir, str(root / "tmp"))
+    keras.utils.set_random_seed(3)
+    model = checkpoints.build_model(HPARAMS, problem.vocab_size(data_dir))
+    model_dir = str(root / "train")
+    checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
+    manager = checkpoints.checkpoint_manager(checkpoint, model_dir, keep_checkpoint_max=10)
+    for step in (0, 10, 20):
+        save_random_weights(model, manager, step)
+    checkpoints.write_model_info(model_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
+    source = root / "src.txt"
+    source.write_text("\n".join(SOURCE_LINES) + "\n")
+    return problem, model, manager, data_dir, model_dir, str(source)
+
+
+def save_random_weights(model, manager, step):
+    """Each step gets weights of its own, so that different checkpoints decode differently."""
+    generator = np.random.default_rng(step)
+    for variable in model.trainable_variables:
+        variable.assign(generator.normal(0, 0.5, variable.shape).astype(variable.dtype))
+    manager.save(checkpoint_number=step)
+
+
+def fresh_decode(problem, data_dir, checkpoint_path):
+    """What t2t-decoder gives with this checkpoint alone: a model built and loaded for it."""
+    model = inference.load_model(problem, HPARAMS, data_dir, checkpoint_path)
+    translations = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, SETTINGS, progress=False)
+    return [translation.hypotheses[0] for translation in translations]
+
+
+def translator(problem, data_dir):
+    return translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", SETTINGS)
+
+
+def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_path):
+    problem, _, _, data_dir, model_dir, source = run
+    messages, model_dir_before = [], sorted(os.listdir(model_dir))
+    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
+                                          str(tmp_path), min_steps=10, average_last_n=2, log=messages.append)
+    expected = [str(tmp_path / name) for name in ("src.txt-10", "src.txt-20", "src.txt-avg2-20")]
+    assert written == expected
+    assert "ckpt-0: below --min_steps=10, skipped." in messages
+    for step in (10, 20):  # one model, its weights replaced per step = a model loaded per step
+        assert read_lines(str(tmp_path / f"src.txt-{step}")) == fresh_decode(
+            problem, data_dir, os.path.join(model_dir, f"ckpt-{step}"))
+    assert read_lines(expected[0]) != read_lines(expected[1])
+    average = str(tmp_path / "avg2" / "ckpt-20")  # the average lives in a directory of translations_dir
+    assert read_lines(expected[2]) == fresh_decode(problem, data_dir, average)
+    averaged_weight = tf.train.load_checkpoint(average).get_tensor("model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE")
+    np.testing.assert_allclose(averaged_weight, np.mean(
+        [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{step}")).get_tensor(
+            "model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE") for step in (10, 20)], axis=0), rtol=1e-6)
+    assert sorted(os.listdir(model_dir)) == model_dir_before  # nothing written beside the run's checkpoints
+
+    messages.clear()
+    before = {path: os.stat(path).st_mtime_ns for path in expected}
+    again = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
+                                        str(tmp_path), min_steps=10, average_last_n=2, log=messages.append)
+    assert again == [] and {path: os.stat(path).st_mtime_ns for path in expected} == before
+    assert sum("exists already, skipped" in message for message in messages) == 3
+
+
+def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path, monkeypatch):
+    problem, _, _, data_dir, model_dir, source = run
+    real_translate, calls = inference.translate, []
+
+    def interrupted_on_second_checkpoint(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_translate(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "translate", interrupted_on_second_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES, str(tmp_path),
+                                    min_steps=10, log=lambda message: None)
+    assert os.listdir(tmp_path) == ["src.txt-10"]
+    monkeypatch.setattr(inference, "translate", real_translate)
+    messages = []
+    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
+                                          str(tmp_path), min_steps=10, log=messages.append)
+    assert written == [str(tmp_path / "src.txt-20")]
+    assert any(message.startswith("ckpt-10: ") and message.endswith("exists already, skipped.") for message in messages)
+
+
+def test_waits_for_checkpoints_written_while_it_runs(run, tmp_path, monkeypatch):
+    """--wait_minutes: a checkpoint saved during the wait is translated, then it stops when none comes."""
+    problem, model, _, data_dir, model_dir, source = run
+    training_dir = str(tmp_path / "train")
+    shutil.copytree(model_dir, training_dir)
+    checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
+    manager = checkpoints.checkpoint_manager(checkpoint, training_dir, keep_checkpoint_max=10)
+    real_sleep, sleeps = time.sleep, []
+
+    def training_meanwhile(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 1:
+            save_random_weights(model, manager, 30)
+        real_sleep(min(seconds, 0.2))
+
+    monkeypatch.setattr(translate_all, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(time, "sleep", training_meanwhile)
+    written = translate_all.translate_all(translator(problem, data_dir), training_dir, source, SOURCE_LINES,
+                                          str(tmp_path / "out"), min_steps=10, wait_minutes=0.02,
+                                          log=lambda message: None)
+    assert written == [str(tmp_path / "out" / name) for name in ("src.txt-10", "src.txt-20", "src.txt-30")]
+    assert read_lines(written[-1]) == fresh_decode(problem, data_dir, os.path.join(training_dir, "ckpt-30"))
+
+
+def test_a_checkpoint_deleted_before_its_turn_is_skipped_and_said(run, tmp_path, monkeypatch):
+    problem, _, _, data_dir, model_dir, source = run
+    listed = checkpoints.all_checkpoints(model_dir)
+    monkeypatch.setattr(checkpoints, "all_checkpoints", lambda directory: listed + [listed[-1][:-2] + "25"])
+    messages = []
+    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
+                                          str(tmp_path), min_steps=20, log=messages.append)
+    assert written == [str(tmp_path / "src.txt-20")]
+    assert "ckpt-25: deleted by the trainer (--keep_checkpoint_max) before it could be translated, skipped." in messages
+
+
+def translate_all_tool(*argv):
+    return subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *argv],
+                          capture_output=True, text=True)
+
+
+def test_the_tool_translates_then_skips_what_is_done(run, tmp_path):
+    problem, _, _, data_dir, model_dir, source = run
+    argv = ["--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
+            f"--source={source}", f"--translations_dir={tmp_path}", "--min_steps=20",
+            "--decode_hparams=beam_size=2,alpha=0.6,extra_length=3"]
+    first = translate_all_tool(*argv)
+    assert first.returncode == 0, first.stderr
+    assert read_lines(str(tmp_path / "src.txt-20")) == fresh_decode(problem, data_dir, os.path.join(model_dir, "ckpt-20"))
+    second = translate_all_tool(*argv)
+    assert second.returncode == 0 and "ckpt-20: " in second.stdout and "exists already, skipped." in second.stdout
+
+
+def test_the_tool_names_the_flag_or_file_line_of_bad_input(run, tmp_path):
+    _, _, _, data_dir, model_dir, source = run
+    empty_dir = tmp_path / "empty"
+    empty_dir.mkdir()
+    (empty_dir / "hparams.json").write_text(HPARAMS.to_json())
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"3 4\n5 \xe9\n")
+    common = ["--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--translations_dir={tmp_path / 'out'}"]
+    cases = [
+        ([f"--model_dir={tmp_path / 'missing'}", f"--source={source}"], "--model_dir=.*missing: no such directory"),
+        ([f"--model_dir={empty_dir}", f"--source={source}"], f"--model_dir={empty_dir}: no checkpoints found"),
+        ([f"--model_dir={model_dir}", f"--source={tmp_path / 'nope.txt'}"], "--source=.*nope.txt: no such file"),
+        ([f"--model_dir={model_dir}", f"--source={latin1}"], f"--source: {latin1}:2: not valid UTF-8"),
+    ]
+    for argv, message in cases:
+        result = translate_all_tool(*common, *argv)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert any(re.search(message, line) for line in result.stderr.splitlines()), result.stderr
+    assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
