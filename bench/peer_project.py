@@ -292,6 +292,17 @@ def time_savedmodel(model, hparams, cfg, modes, scratch):
     return results, xla
 
 
+def savedmodel_row(hparams, cfg, modes, seed) -> dict:
+    """The figures of the exported SavedModel, decode only, on the preset's model with random weights."""
+    keras.utils.set_random_seed(seed)
+    model = checkpoints.build_model(hparams, cfg["vocab_size"])
+    without_eos(model)
+    with tempfile.TemporaryDirectory() as scratch:
+        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch)
+    return {"params": int(model.count_params()), "train": None, "decode": decode, "savedmodel_xla": xla,
+            "jit_compile": xla}
+
+
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
@@ -318,7 +329,8 @@ def main():
                  "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype.")
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
-        "peer": "t2t_lite" + (" SavedModel" if args.savedmodel else "") + (" +XLA" if args.xla else "") + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
+        "peer": "t2t_lite" + (" SavedModel" if args.savedmodel else "") + (" +XLA" if args.xla else "")
+                + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
         "preset": cfg["preset"],
         "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
                      "numpy": np.__version__},
@@ -337,15 +349,9 @@ def main():
         result["matmul_bound"] = measure_matmul_bound(hparams, cfg, args.xla)
         pc.emit(result, args.out)
         return
+    modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
     if args.savedmodel:
-        keras.utils.set_random_seed(args.seed)
-        model = checkpoints.build_model(hparams, cfg["vocab_size"])
-        without_eos(model)
-        modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
-        with tempfile.TemporaryDirectory() as scratch:
-            result.update(params=int(model.count_params()), train=None)
-            result["decode"], result["savedmodel_xla"] = time_savedmodel(model, hparams, cfg, modes, scratch)
-        result["jit_compile"] = result["savedmodel_xla"]
+        result.update(savedmodel_row(hparams, cfg, modes, args.seed))
         pc.emit(result, args.out)
         return
     model, steps = build(hparams, cfg["vocab_size"], args.seed)
@@ -354,7 +360,6 @@ def main():
         pc.log(f"[t2t_lite {cfg['preset']}] training ...")
         result["train"] = time_training(steps, hparams, cfg, args.seed)
     if not args.skip_decode:
-        modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
         result["decode"] = time_decoding(model, cfg, modes, xla=args.xla)
     pc.emit(result, args.out)
 
