@@ -1,7 +1,7 @@
 """t2t_lite beside TF Model Garden, torch.nn.Transformer, keras-hub and CTranslate2: speed and memory, in one run.
 
-    .venv/bin/python bench/compare_peers.py --peers_dir ../shared/peers            # tiny + base, 1 round (~30 min)
-    .venv/bin/python bench/compare_peers.py --presets=tiny --json                  # ~6 min
+    .venv/bin/python bench/compare_peers.py --peers_dir ../shared/peers            # tiny + base, 1 round (~15 min quiet)
+    .venv/bin/python bench/compare_peers.py --presets=tiny --json                  # ~4 min
     .venv/bin/python bench/compare_peers.py --skip_peers                           # t2t_lite rows only
     .venv/bin/python bench/compare_peers.py --peers=ctranslate2,ctranslate2-int8   # decoding beside CTranslate2
 

@@ -13,6 +13,8 @@ several rounds, the median of the rounds' medians:
                      own shape with the faster of oneDNN's and XLA's kernels
   greedy, beam4      sentences per second, 32 sentences of 20 tokens decoded to 30 tokens
   peak RSS           the process's maximum resident memory (os.wait4 of the child)
+  memory probes      VmHWM of a transformer_base update at a 4,096-token micro-batch, and of
+                     one beam-4 decoding call, each in a process of its own
 Ratios in the main table are row ÷ t2t_lite; the decoding table gives every decoder
 ÷ CTranslate2 float32 and ÷ CTranslate2 int8, the decode-only inference engine.
 """
