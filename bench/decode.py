@@ -1,6 +1,6 @@
 """Decoding speed of t2t_lite: beam 4, cached and uncached, on transformer_tiny and transformer_base.
 
-Same work as the peers in /work/shared/peers (README there): random weights, 32 random
+Same work as the peers' harness (../shared/peers, README there): random weights, 32 random
 source sentences of 20 tokens in [3, vocab), every sentence decoded to exactly 30 tokens
 (an EOS id the model cannot emit, so nothing stops early), beam 4 with α = 0.6, 2 threads.
 Each measurement is one call that decodes the whole batch; the first call (tf.function

@@ -1,7 +1,7 @@
 """Input-pipeline benchmark: examples/s, tokens/s and padding efficiency of token-bucketed batches.
 
     .venv/bin/python bench/input_pipeline.py --hparams_set=transformer_base \
-        --corpus_dir=/work/shared/data/wmt_sample
+        --corpus_dir=../shared/data/wmt_sample
 
 The corpus (OpenNMT's WMT sample: src-train.txt / tgt-train.txt / src-val.txt /
 tgt-val.txt) is linked as train.src/train.tgt/dev.src/dev.tgt into a temporary
@@ -25,11 +25,14 @@ import numpy as np
 from t2t_lite import datagen, registry
 from t2t_lite.input_pipeline import batched_dataset
 
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CORPUS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "data", "wmt_sample")
 CORPUS_FILES = {"src-train.txt": "train.src", "tgt-train.txt": "train.tgt",
                 "src-val.txt": "dev.src", "tgt-val.txt": "dev.tgt"}
 
 
 def link_corpus(corpus_dir: str, tmp_dir: str) -> None:
+    corpus_dir = os.path.abspath(corpus_dir)  # the links live in tmp_dir
     for name, link in CORPUS_FILES.items():
         if os.path.exists(os.path.join(corpus_dir, name)):
             os.symlink(os.path.join(corpus_dir, name), os.path.join(tmp_dir, link))
@@ -63,9 +66,13 @@ def main() -> None:
     parser.add_argument("--hparams_set", default="transformer_base")
     parser.add_argument("--hparams", default="")
     parser.add_argument("--mode", default="train", choices=["train", "dev", "test"])
-    parser.add_argument("--corpus_dir", default="/work/shared/data/wmt_sample")
+    parser.add_argument("--corpus_dir", default=DEFAULT_CORPUS_DIR,
+                        help="OpenNMT's WMT sample (default ../shared/data/wmt_sample beside the checkout)")
     parser.add_argument("--data_dir", default="", help="Reuse generated data here (default: a temporary dir).")
     args = parser.parse_args()
+    if not args.data_dir and not os.path.isfile(os.path.join(args.corpus_dir, "src-train.txt")):
+        parser.error(f"--corpus_dir={args.corpus_dir} has no src-train.txt; point it at OpenNMT's WMT sample "
+                     f"(src-train.txt, tgt-train.txt, src-val.txt, tgt-val.txt).")
 
     hparams = registry.hparams(args.hparams_set).override(args.hparams)
     problem = registry.problem(args.problem)

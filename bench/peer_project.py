@@ -1,12 +1,14 @@
-"""t2t_lite measured exactly as the peers in /work/shared/peers are: one JSON line in their schema.
+"""t2t_lite measured exactly as the peers' harness measures its peers: one JSON line in their schema.
 
     .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
+    .venv/bin/python bench/peer_project.py --preset base --savedmodel       # the exported SavedModel, decode only
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
     .venv/bin/python bench/peer_project.py --preset base --matmul_bound [--xla]  # the step's products alone
 
 The presets, random batches, warm-up and timing protocol, thread settings and the JSON
-schema all come from the peers' own `peer_common.py`, so the figures sit beside theirs
+schema all come from the peers' own `peer_common.py` (found as ../shared/peers beside the
+checkout, or --peers_dir), so the figures sit beside theirs
 (`bench/compare_peers.py` runs everything; run_all.sh's `EXTRA=project=...` hook works too).
 What is timed is what a user gets:
   * training: `trainer.StepFunctions.train_step` (forward, the label-smoothed loss of
@@ -15,7 +17,15 @@ What is timed is what a user gets:
   * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
-  * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both.
+  * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
+  * `--savedmodel`: the model exported by export.py's `serving_module` and `write_saved_model`
+    (what t2t-exporter writes, minus the checkpoint), loaded with tf.saved_model.load, its
+    `translate_ids` signature called on the same ids, one export for greedy and one for beam
+    4; with XLA decoding when export.ExportHParams has an `xla` setting. That signature
+    appends EOS to each row (21 ids, one more than the peers read) and decodes with EOS
+    fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
+    EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
+    equals `decoding.decode_batch` on the same model.
 Achieved FLOP/s = flops.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
@@ -30,8 +40,12 @@ the preset's training step is made of (TensorFlow's oneDNN kernels, or XLA's wit
 """
 
 import argparse
+import dataclasses
+import json
 import os
+import random
 import sys
+import tempfile
 
 from compare_peers import PeersNotFoundError, find_peers_dir
 
@@ -60,7 +74,7 @@ tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
 import t2t_lite  # noqa: E402
-from t2t_lite import checkpoints, decoding, flops, registry, trainer  # noqa: E402
+from t2t_lite import checkpoints, decoding, export, flops, registry, trainer, vocabulary  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
 
 import matmul_peak  # noqa: E402  (bench/, this script's folder)
@@ -200,6 +214,95 @@ def measure_matmul_bound(hparams, cfg, xla: bool, repeats: int = 5) -> dict:
     return dict(matmul_peak.measure_step_shapes(shapes, repeats, xla), tokens=tokens)
 
 
+# -- The exported SavedModel ------------------------------------------------------------------
+def without_eos(model):
+    """Makes EOS the least likely token at every step, so the export's search never ends a hypothesis early.
+
+    The export decodes with EOS fixed (its signatures take no eos_id), so the peers' "nothing
+    stops early" is met through the random weights instead: the decoder's last LayerNorm gets
+    γ = 1, β = 1 and EOS's row of the shared embedding is −1 in every feature. The decoder's
+    output is then n + 1 with n of zero mean over the d_model features, so logit(EOS) =
+    −d_model (−128 at tiny, −512 at base), while every other logit, E_k·n + ΣE_k with E_k
+    drawn N(0, 1/d_model), is about N(0, 2).
+    """
+    last_norm = model.decoder.norm or model.decoder.stack[-1].feed_forward_residual.norm
+    last_norm.gamma.assign(np.ones(last_norm.gamma.shape, np.float32))
+    last_norm.beta.assign(np.ones(last_norm.beta.shape, np.float32))
+    embeddings = model.softmax_weights.embeddings
+    rows = embeddings.numpy()
+    rows[decoding.EOS_ID] = -1.0
+    embeddings.assign(rows)
+
+
+def made_up_vocabulary(path):
+    """A small SentencePiece model for the export's text signature, which this row does not call."""
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 7))) for _ in range(300)]
+    sentences = (" ".join(rng.choice(words) for _ in range(rng.randint(3, 20))) for _ in range(2000))
+    return vocabulary.train_vocabulary(sentences, path, 500)
+
+
+def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path):
+    """Writes the SavedModel that decodes the peers' 20 ids to 30 tokens; returns whether it decodes with XLA.
+
+    translate_ids appends EOS (21 ids), and a row may emit its input length + extra_length.
+    """
+    settings = export.ExportHParams(beam_size=beam_size, alpha=cfg["beam_alpha"],
+                                    extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1)
+    xla = "xla" in {field.name for field in dataclasses.fields(export.ExportHParams)}
+    if xla:  # the XLA export, where export.py has one
+        settings = dataclasses.replace(settings, xla=True)
+    config = {"bench": "bench/peer_project.py --savedmodel", "preset": cfg["preset"],
+              "decode_hparams": dataclasses.asdict(settings), "hparams": json.loads(hparams.to_json())}
+    export.write_saved_model(export.serving_module(model, vocab, settings), config, vocab.model_path, path)
+    return xla
+
+
+def time_savedmodel(model, hparams, cfg, modes, scratch):
+    """pc.time_decode of the export's translate_ids signature (one export per mode), each output checked.
+
+    Returns ({mode: result}, whether the export decodes with XLA).
+    """
+    source = pc.random_decode_src(cfg)
+    with_eos = np.concatenate([source, np.full([len(source), 1], decoding.EOS_ID)], axis=1)
+    vocab = made_up_vocabulary(os.path.join(scratch, "vocabulary.model"))
+    beam_sizes, results, xla = {"greedy": 1, "beam": cfg["beam_size"]}, {}, False
+    for name in modes:
+        beam_size, path = beam_sizes[name], os.path.join(scratch, f"export_{name}")
+        pc.log(f"[t2t_lite {cfg['preset']}] SavedModel export and {name} decoding ...")
+        xla = export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path)
+        translate_ids = tf.saved_model.load(path).signatures[export.IDS_SIGNATURE]
+
+        def call(batch):
+            return translate_ids(inputs=tf.constant(batch, tf.int32))["outputs"].numpy()
+
+        results[name] = pc.time_decode(
+            call, source, cfg, method=f"tf.saved_model.load(export).signatures['{export.IDS_SIGNATURE}'] "
+            f"(beam_size={beam_size}, xla={xla})", cached=True, beam_size=beam_size, alpha=cfg["beam_alpha"])
+        output = call(source)
+        lengths = (output != 0).sum(axis=1)
+        results[name]["out_tokens_per_sentence"] = {"min": int(lengths.min()), "max": int(lengths.max())}
+        if (output == decoding.EOS_ID).any() or {int(lengths.min()), int(lengths.max())} != {cfg["decode_max_out"]}:
+            raise RuntimeError(f"the SavedModel's {name} outputs are not all {cfg['decode_max_out']} tokens without "
+                               f"EOS: lengths {results[name]['out_tokens_per_sentence']} (see without_eos).")
+        library = decoding.decode_batch(model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"],
+                                        extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1)[0]
+        width = cfg["decode_max_out"]
+        results[name]["check_equals_decode_batch"] = round(float(np.mean(output[:, :width] == library[:, :width])), 4)
+    return results, xla
+
+
+def savedmodel_row(hparams, cfg, modes, seed) -> dict:
+    """The figures of the exported SavedModel, decode only, on the preset's model with random weights."""
+    keras.utils.set_random_seed(seed)
+    model = checkpoints.build_model(hparams, cfg["vocab_size"])
+    without_eos(model)
+    with tempfile.TemporaryDirectory() as scratch:
+        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch)
+    return {"params": int(model.count_params()), "train": None, "decode": decode, "savedmodel_xla": xla,
+            "jit_compile": xla}
+
+
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
@@ -210,6 +313,8 @@ def extra_flags(parser):
     parser.add_argument("--memory", choices=("train", "decode"), default=None,
                         help="only report the peak resident memory of one training update or decoding call")
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
+    parser.add_argument("--savedmodel", action="store_true",
+                        help="only decode, with the exported SavedModel's translate_ids signature")
     parser.add_argument("--matmul_bound", action="store_true",
                         help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
 
@@ -219,9 +324,13 @@ def main():
     if args.matmul_bound and (args.memory or args.activation_dtype != "float32"):
         sys.exit("bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
                  "--memory and --activation_dtype.")
+    if args.savedmodel and (args.memory or args.matmul_bound or args.xla or args.activation_dtype != "float32"):
+        sys.exit("bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
+                 "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype.")
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
-        "peer": "t2t_lite" + (" +XLA" if args.xla else "") + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
+        "peer": "t2t_lite" + (" SavedModel" if args.savedmodel else "") + (" +XLA" if args.xla else "")
+                + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
         "preset": cfg["preset"],
         "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
                      "numpy": np.__version__},
@@ -240,13 +349,17 @@ def main():
         result["matmul_bound"] = measure_matmul_bound(hparams, cfg, args.xla)
         pc.emit(result, args.out)
         return
+    modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
+    if args.savedmodel:
+        result.update(savedmodel_row(hparams, cfg, modes, args.seed))
+        pc.emit(result, args.out)
+        return
     model, steps = build(hparams, cfg["vocab_size"], args.seed)
     result["params"] = int(model.count_params())
     if not args.skip_train:
         pc.log(f"[t2t_lite {cfg['preset']}] training ...")
         result["train"] = time_training(steps, hparams, cfg, args.seed)
     if not args.skip_decode:
-        modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
         result["decode"] = time_decoding(model, cfg, modes, xla=args.xla)
     pc.emit(result, args.out)
 
