@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite import checkpoints, inference
+from t2t_lite import averaging, checkpoints, inference
 
 POLL_SECONDS = 30  # how often to look for a new checkpoint while waiting
 
@@ -112,7 +112,7 @@ def _translate_checkpoint(translator, path, source_path, lines, translations_dir
 
 def _translate_average(translator, model_dir, source_path, lines, translations_dir, n, log):
     """Averages the last `n` checkpoints into a directory of translations_dir and decodes with it."""
-    step = checkpoints.checkpoint_step(checkpoints.last_checkpoints(model_dir, n)[-1])
+    step = checkpoints.checkpoint_step(averaging.last_checkpoints(model_dir, n)[-1])
     output = translation_path(translations_dir, source_path, step, average_of=n)
     if os.path.exists(output):
         log(f"average of the last {n} up to step {step}: {output} exists already, skipped.")
@@ -122,7 +122,7 @@ def _translate_average(translator, model_dir, source_path, lines, translations_d
     if tf.io.gfile.exists(prefix + ".index"):  # averaged by an earlier run killed before it finished decoding
         log(f"Using {prefix}, averaged by an earlier run.")
     else:
-        checkpoints.average_checkpoints(model_dir, average_dir, n)
+        averaging.average_checkpoints(model_dir, average_dir, n)
     return _translate_to(translator, prefix, f"average of the last {n} up to step {step}", lines, output, log)
 
 
