@@ -376,6 +376,8 @@ def run_cli(argv):
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=a_file"],
      "--output_dir=a_file: is a file; give a directory"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--checkpoint_path=o/ckpt-5"], r"--checkpoint_path: o/ckpt-5: not a checkpoint \(no o/ckpt-5.index\)"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
 ])
 def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
