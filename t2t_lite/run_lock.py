@@ -97,6 +97,7 @@ def _acquire_remote(path: str, mine: dict, log) -> None:
             raise DirectoryInUse(_in_use_message(path, holder))
         gone = f"{_describe(holder)} no longer runs (killed?)" if holder else "unreadable lock file"
         log(f"{path}: {gone}; taking it over.")
+        tf.io.gfile.remove(path)
     with tf.io.gfile.GFile(path, "w") as file:
         file.write(json.dumps(mine) + "\n")
 
