@@ -95,7 +95,9 @@ def _acquire_remote(path: str, mine: dict, log) -> None:
         holder = _read(path)
         if holder is not None and not _is_stale(holder):
             raise DirectoryInUse(_in_use_message(path, holder))
-        log(f"{path}: {_describe(holder) if holder else 'an unreadable lock'} no longer runs; taking its lock over.")
+        gone = f"{_describe(holder)} no longer runs (killed?)" if holder else "unreadable lock file"
+        log(f"{path}: {gone}; taking it over.")
+        tf.io.gfile.remove(path)
     with tf.io.gfile.GFile(path, "w") as file:
         file.write(json.dumps(mine) + "\n")
 

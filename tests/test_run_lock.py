@@ -155,3 +155,25 @@ def test_averaging_into_a_directory_in_use_stops_at_once(tmp_path):
     assert result.returncode == 1
     assert f"t2t-avg-all: --output_dir: {output_dir} is in use by t2t-avg-all (pid {os.getpid()}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_remote_directory_is_locked_too_without_a_pid_check_across_hosts():
+    """TensorFlow's in-memory file system (ram://) stands in for gs://: no O_EXCL, the same messages."""
+    directory = f"ram://run_lock_{os.getpid()}/train"
+    with run_lock.directory_lock(directory, "t2t-trainer") as path:
+        with pytest.raises(run_lock.DirectoryInUse, match=f"is in use by t2t-trainer \\(pid {os.getpid()}"):
+            with run_lock.directory_lock(directory, "t2t-avg-all"):
+                pass
+    assert not tf.io.gfile.exists(path)
+    with tf.io.gfile.GFile(path, "w") as file:
+        file.write(json.dumps({"tool": "t2t-trainer", "pid": dead_pid(), "host": "another-host", "started": "-"}))
+    with pytest.raises(run_lock.DirectoryInUse, match="its host cannot be checked from here"):
+        with run_lock.directory_lock(directory, "t2t-trainer"):
+            pass
+    tf.io.gfile.remove(path)
+    with tf.io.gfile.GFile(path, "w") as file:
+        file.write(json.dumps({"tool": "t2t-trainer", "pid": dead_pid(), "host": socket.gethostname(), "started": "-"}))
+    messages = []
+    with run_lock.directory_lock(directory, "t2t-trainer", log=messages.append):
+        pass
+    assert "no longer runs (killed?); taking it over" in messages[0]

@@ -279,9 +279,9 @@ def test_evaluating_without_a_dev_split_stops_before_training(reverse_data, tmp_
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-2")
 
 
-def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp_path, monkeypatch):
-    """§6.1's checkpoints "written at 10-minute intervals": --save_checkpoints_secs, on a clock
-    that advances 100 s per update, saves every third update (and the last), not every 2nd step."""
+@pytest.fixture
+def hundred_seconds_per_update(monkeypatch):
+    """The trainer's clock advances 100 s with each optimizer update."""
     clock = [1000.0]
     one_update = trainer._one_update
 
@@ -291,23 +291,19 @@ def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp
 
     monkeypatch.setattr(trainer, "_one_update", slow_update)
     monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+
+
+def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp_path, hundred_seconds_per_update):
+    """§6.1's checkpoints "written at 10-minute intervals": --save_checkpoints_secs, on a clock
+    that advances 100 s per update, saves every third update (and the last), not every 2nd step."""
     output_dir = str(tmp_path / "run")
     train(reverse_data, output_dir, train_steps=8, save_checkpoints_steps=2, save_checkpoints_secs=250)
     saved = [checkpoints.checkpoint_step(path) for path in checkpoints.all_checkpoints(output_dir)]
     assert saved == [0, 3, 6, 8]
 
 
-def test_eta_honours_train_minutes(reverse_data, tmp_path, monkeypatch):
+def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_update):
     """On a clock that advances 100 s per update, a 10-minute run's ETA is the time left of the 10 minutes."""
-    clock = [1000.0]
-    one_update = trainer._one_update
-
-    def slow_update(*args):
-        clock[0] += 100.0
-        return one_update(*args)
-
-    monkeypatch.setattr(trainer, "_one_update", slow_update)
-    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
     messages = []
     train(reverse_data, str(tmp_path / "run"), train_steps=100000, save_checkpoints_steps=1000, train_minutes=10,
           log=messages.append)
@@ -375,6 +371,8 @@ def run_cli(argv):
      "--data_dir=absent: no such directory"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=a_file"],
      "--output_dir=a_file: is a file; give a directory"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--checkpoint_path=o/ckpt-5"], r"--checkpoint_path: o/ckpt-5: not a checkpoint \(no o/ckpt-5.index\)"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
 ])

@@ -91,6 +91,8 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader)
             return None
         sys.meta_path.remove(self)  # once, and so that the real finder answers below
         spec = importlib.util.find_spec(name)
+        if spec is None:  # not installed: Python's own error follows
+            return None
         self.loader = spec.loader
         spec.loader = self
         return spec

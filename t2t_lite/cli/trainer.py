@@ -49,6 +49,11 @@ def _check_paths():
         flags.writable_dir("tmp_dir")
     (flags.writable_dir if FLAGS.generate_data else flags.existing_dir)("data_dir")
     flags.writable_dir("output_dir")
+    if FLAGS.checkpoint_path:
+        try:
+            checkpoints.checkpoint_path(FLAGS.checkpoint_path)
+        except checkpoints.CheckpointError as error:
+            raise flags.UsageError(f"--checkpoint_path: {error}") from None
 
 
 def main(argv):
