@@ -85,9 +85,9 @@ def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
     listed = "; ".join(f"{split}: {', '.join(names)}" for split, names in changes.items())
     raise RawDataChangedError(
         f"The raw files of {problem.base_name} in --tmp_dir={tmp_dir} changed since the data in "
-        f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to regenerate the "
-        f"vocabulary and every split from them (the old ones are deleted), restore the old raw files, or "
-        f"choose another --data_dir.")
+        f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to "
+        f"regenerate the vocabulary and every split from them (the old ones are deleted), restore the old raw "
+        f"files, or choose another --data_dir.")
 
 
 def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list) -> None:
