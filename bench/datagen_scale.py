@@ -114,8 +114,8 @@ def main():
         write_corpus(pairs, size, os.path.join(root, "raw"))
         wall, peak = run_datagen(os.path.join(root, "raw"), os.path.join(root, "data"))
         seconds.append(wall)
-        print(f"| {size:,} | {wall:,.0f} | {size / wall:,.0f} | {peak:,.0f} | {train_shards(os.path.join(root, 'data'))} |",
-              flush=True)
+        shards = train_shards(os.path.join(root, "data"))
+        print(f"| {size:,} | {wall:,.0f} | {size / wall:,.0f} | {peak:,.0f} | {shards} |", flush=True)
     estimate = extrapolate_seconds(sizes, seconds, WMT14_ENFR_PAIRS)
     print(f"Extrapolated to WMT14 EN-FR ({WMT14_ENFR_PAIRS:,} pairs): about {estimate / 3600:.1f} h on this machine.")
 

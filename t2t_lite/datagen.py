@@ -99,8 +99,11 @@ def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False) -
         remove_generated(problem, data_dir)
     else:
         raw_fingerprint.check_unchanged(record, problem, data_dir, tmp_dir)
+    # Taken before reading, so a raw file edited while datagen runs is found by the next run.
+    unwritten = [split for split in SPLITS if not complete_shards(data_dir, problem.base_name, split)]
+    before = {split: raw_fingerprint.split_fingerprint(problem, tmp_dir, split) for split in unwritten}
     report = problem.generate_data(data_dir, tmp_dir)
-    raw_fingerprint.update(record, problem, tmp_dir, written=list(report.written), reused=report.reused)
+    raw_fingerprint.update(record, problem, tmp_dir, before, written=list(report.written), reused=report.reused)
     print(report.summary())
     return report
 

@@ -22,7 +22,8 @@ import tempfile
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-_SCRATCH_PREFIX = "t2t_scratch_"  # + task type, index and process id: a non-chief worker's checkpoints, deleted at the end
+# + task type, index and process id: where a non-chief worker saves, deleted when it finishes.
+_SCRATCH_PREFIX = "t2t_scratch_"
 _EXIT_BARRIER_MS = 10 * 60 * 1000  # how long a finished worker waits for the others before leaving anyway
 # What a collective raises on the surviving workers when a peer dies (connection reset,
 # the coordination service's missed heartbeats, an aborted or timed-out collective).
@@ -142,13 +143,15 @@ def tf_configs(workers: str, chief: str = "") -> list:
 
 
 def leave_cluster() -> None:
-    """Ends a finished worker of a TF_CONFIG run once every worker has finished (no-op otherwise).
+    """Ends a worker of a TF_CONFIG run once every worker has finished training (no-op otherwise).
 
-    TensorFlow's own teardown of a MultiWorkerMirroredStrategy process waits on the
-    heartbeats of workers that are leaving too, from seconds to minutes (and logs errors
-    about them; tensorflow/tensorflow#58434). By now everything of the run is on disk
-    (checkpoints are written synchronously, summaries flushed), so after a barrier that
-    every worker reaches, the process removes its scratch directory and exits at once.
+    Called by `trainer.train_and_evaluate` before it returns, because what follows would
+    hang: destroying the input iterator of a MultiWorkerMirroredStrategy run, and the
+    strategy's own teardown, wait on threads and heartbeats of workers that are leaving
+    too, for seconds to minutes, and log errors about them (tensorflow/tensorflow#58434).
+    By now everything of the run is on disk (checkpoints are written synchronously,
+    summaries flushed), so after a barrier that every worker reaches, the process removes
+    its scratch directory and exits at once, with status 0.
     """
     if not is_multi_worker():
         return

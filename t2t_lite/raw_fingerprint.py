@@ -85,20 +85,25 @@ def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
     listed = "; ".join(f"{split}: {', '.join(names)}" for split, names in changes.items())
     raise RawDataChangedError(
         f"The raw files of {problem.base_name} in --tmp_dir={tmp_dir} changed since the data in "
-        f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to regenerate the "
-        f"vocabulary and every split from them (the old ones are deleted), restore the old raw files, or "
-        f"choose another --data_dir.")
+        f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to "
+        f"regenerate the vocabulary and every split from them (the old ones are deleted), restore the old raw "
+        f"files, or choose another --data_dir.")
 
 
-def update(path: str, problem, tmp_dir: str, *, written: list, reused: list) -> None:
-    """Records the raw files of the splits just written; a reused split without a record gets one, with a note."""
+def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list) -> None:
+    """Records the raw files of the splits just written (`before`: as they were when datagen started).
+
+    A reused split without a record (data written before records existed) gets one of
+    its current raw files, with a note.
+    """
     old = read_record(path)
     record = dict(old)
     unrecorded = [split for split in reused if split not in record and problem.raw_files(tmp_dir, split)]
+    for split in unrecorded:
+        before[split] = split_fingerprint(problem, tmp_dir, split)
     for split in written + unrecorded:
-        fingerprint = split_fingerprint(problem, tmp_dir, split)
-        if fingerprint:
-            record[split] = fingerprint
+        if before[split]:
+            record[split] = before[split]
     if unrecorded:
         print(f"Note: {', '.join(unrecorded)} of {problem.base_name} predate{'s' if len(unrecorded) == 1 else ''} "
               f"the record of raw files; recorded the current ones. If the raw files changed since that data was "

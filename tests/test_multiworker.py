@@ -17,6 +17,7 @@ import tempfile
 import time
 
 import numpy as np
+import pytest
 
 from t2t_lite import registry
 from test_trainer import logged_scalars
@@ -53,7 +54,18 @@ def free_ports(count):
     return ports
 
 
-def launch_workers(data_dir, output_dir, train_steps, log_dir):
+@pytest.fixture
+def started():
+    """Processes the test starts; any still running at its end (a failed assertion) are killed."""
+    processes = []
+    yield processes
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def launch_workers(data_dir, output_dir, train_steps, log_dir, started):
     """Starts two t2t-trainer workers (worker 0 is the chief); returns the processes and their addresses.
 
     Their output goes to files (TensorFlow's logs would fill a pipe and block them).
@@ -71,10 +83,11 @@ def launch_workers(data_dir, output_dir, train_steps, log_dir):
                                    stderr=subprocess.STDOUT)
         process.log = log
         processes.append(process)
+        started.append(process)
     return processes, workers
 
 
-def finish(processes, timeout=240):
+def finish(processes, timeout=600):
     """(exit code, output) of each process."""
     results = []
     for process in processes:
@@ -90,7 +103,7 @@ def written_files(directory):
                   for root, _, names in os.walk(directory) for name in names)
 
 
-def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_path):
+def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_path, started):
     data_dir, reference, output_dir = (str(tmp_path / name) for name in ("data", "one_process", "two_workers"))
     logs = str(tmp_path)
     os.makedirs(data_dir)
@@ -100,9 +113,10 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
                                     str(TRAIN_STEPS), str(SAVE_EVERY)], env=ENV, stdout=one_process_log,
                                    stderr=subprocess.STDOUT)
     one_process.log = one_process_log
+    started.append(one_process)
 
     # 1. Both workers train to FIRST_STEPS and exit 0; only the chief wrote into --output_dir.
-    processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs)
+    processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs, started)
     for code, output in finish(processes):
         assert code == 0, output[-3000:]
     files = written_files(output_dir)
@@ -115,9 +129,9 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
 
     # 2. Relaunched to TRAIN_STEPS, worker 1 is killed after a checkpoint: worker 0 stops within 60 s.
-    processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs)
+    processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)
     checkpoint = os.path.join(output_dir, f"ckpt-{KILL_AFTER}.index")
-    deadline = time.time() + 180
+    deadline = time.time() + 600
     while not os.path.exists(checkpoint) and time.time() < deadline and processes[1].poll() is None:
         time.sleep(0.05)
     assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
@@ -132,7 +146,7 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
     assert not os.path.exists(os.path.join(output_dir, f"ckpt-{TRAIN_STEPS}.index"))  # it did stop early
 
     # 3. Both relaunched: they resume from the last checkpoint and end where one uninterrupted run ends.
-    for code, output in finish(launch_workers(data_dir, output_dir, TRAIN_STEPS, logs)[0]):
+    for code, output in finish(launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)[0]):
         assert code == 0, output[-3000:]
         assert "Restored" in output
     [(code, output)] = finish([one_process])

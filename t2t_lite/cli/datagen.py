@@ -4,8 +4,9 @@
 
 Reuses whatever a previous run left in --data_dir, unless the raw files in --tmp_dir
 changed since it was written: then it names them and stops; --overwrite regenerates
-the vocabulary and every split. Prints how many pairs were written and dropped, and why. `--problem=P_rev` generates P's files (the reverse
-direction reads the same files with inputs and targets swapped).
+the vocabulary and every split. Prints how many pairs were written and dropped, and
+why. `--problem=P_rev` generates P's files (the reverse direction reads the same files
+with inputs and targets swapped).
 """
 
 import os

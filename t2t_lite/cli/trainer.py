@@ -75,7 +75,6 @@ def main(argv):
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
             train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
             save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path)
-        distribution.leave_cluster()  # under TF_CONFIG: exits once every worker has finished
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:
