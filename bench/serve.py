@@ -57,8 +57,8 @@ def read_sentences(path, count):
     return lines[:count]
 
 
-def write_exports(scratch, hparams_set, decode_hparams, sentences):
-    """Vocabulary, random-weight checkpoint, and its plain and XLA exports; returns {kind: version dir}."""
+def write_exports(scratch, hparams_set, decode_hparams, sentences, kinds):
+    """Vocabulary, random-weight checkpoint, and its `kinds` of export ("plain", "xla"); returns {kind: version dir}."""
     problem = registry.problem("translate_files")
     data_dir, train_dir = os.path.join(scratch, "data"), os.path.join(scratch, "train")
     vocab = vocabulary.train_vocabulary(sentences, os.path.join(data_dir, problem.vocab_filename()), VOCAB_SIZE)
@@ -68,8 +68,8 @@ def write_exports(scratch, hparams_set, decode_hparams, sentences):
     checkpoints.checkpoint_manager(tf.train.Checkpoint(model=checkpoints.trackable_model(model)), train_dir,
                                    1).save(1)
     exports = {}
-    for kind, xla in (("plain", False), ("xla", True)):
-        overrides = ",".join(part for part in (decode_hparams, f"xla={xla}") if part)
+    for kind in kinds:
+        overrides = ",".join(part for part in (decode_hparams, f"xla={kind == 'xla'}") if part)
         start = time.perf_counter()
         exports[kind] = export.export_model(problem, hparams, data_dir, train_dir, os.path.join(scratch, kind),
                                             overrides)
@@ -170,6 +170,7 @@ def main():
     parser.add_argument("--sentences", type=int, default=1000, help="lines of --source_file used (cycled)")
     parser.add_argument("--hparams_set", default="transformer_tiny")
     parser.add_argument("--decode_hparams", default="", help='e.g. "beam_size=4,max_input_length=64"')
+    parser.add_argument("--exports", default="plain,xla", help="which exports to measure: plain, xla or both")
     parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--batch_sizes", default="1,8,64")
     parser.add_argument("--requests", type=int, default=10000,
@@ -188,7 +189,8 @@ def main():
           f"{args.hparams_set} (random weights, float32), {VOCAB_SIZE}-piece vocabulary, "
           f"--decode_hparams='{args.decode_hparams}', {len(sentences)} sentences of {args.source_file}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
-        for kind, version_dir in write_exports(scratch, args.hparams_set, args.decode_hparams, sentences).items():
+        for kind, version_dir in write_exports(scratch, args.hparams_set, args.decode_hparams, sentences,
+                                                   args.exports.split(",")).items():
             benchmark(kind, version_dir, sentences, args)
 
 

@@ -201,7 +201,8 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
       beam_size: 1 decodes greedily (`greedy_search`), more runs `beam_search`.
       alpha: length penalty exponent.
       extra_length: each sentence may emit up to (its own non-padding length + extra_length)
-        tokens, so the result of a sentence does not depend on the rest of its batch.
+        tokens, so the result of a sentence does not depend on the rest of its batch; a row of
+        padding only emits one.
       use_cache: False re-runs the whole model, encoder included, over the prefix at every
         step (slow; the reference the cached decoding must equal).
       eos_id: the id that ends a sentence; benchmarks pass -1 to decode to the full length.
@@ -213,7 +214,10 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
     """
     inputs = tf.convert_to_tensor(inputs, tf.int32)
     batch_size = tf.shape(inputs)[0]
-    decode_length = tf.reduce_sum(tf.cast(inputs != 0, tf.int32), axis=1) + extra_length
+    lengths = tf.reduce_sum(tf.cast(inputs != 0, tf.int32), axis=1)
+    # A row of padding only (a batch padded to a static shape; a sentence has at least EOS) stops
+    # after one step, rather than keep the whole batch decoding to its extra_length limit.
+    decode_length = tf.where(lengths > 0, lengths + extra_length, 0)
     initial_ids = tf.fill([batch_size], START_ID)
     max_length = None
     if static_shapes:
