@@ -101,20 +101,31 @@ def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_
     assert learned.source_position.max_positions - 3 == insights.max_input_ids(learned, HPARAMS, SETTINGS)[0]
 
 
-def test_cli_a_taken_port_is_named(trained):  # noqa: F811
-    problem, _, data_dir, output_dir = trained
+def run_insights(*argv):
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-insights", "--problem=algorithmic_reverse", *argv])
+    try:
+        insights_cli.main([])
+    finally:
+        absl_flags.FLAGS.unparse_flags()
+
+
+def test_cli_mistakes_are_named_before_serving(trained, tmp_path):  # noqa: F811
+    _, _, data_dir, output_dir = trained
+    common = (f"--data_dir={data_dir}", f"--output_dir={output_dir}")
+    cases = [((f"--output_dir={tmp_path / 'nowhere'}",), "--output_dir=.*nowhere: no such directory"),
+             ((f"--data_dir={tmp_path / 'nothing'}",), "--data_dir=.*nothing: no such directory"),
+             (("--decode_hparams=beam_size=0",), "--decode_hparams: beam_size"),
+             (("--hparams=hidden_size=64",), "ckpt-7: its weights do not fit the model these hparams build")]
+    for argv, message in cases:
+        with pytest.raises(insights_cli.t2t_flags.UsageError, match=message):
+            run_insights(*common, *argv)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        absl_flags.FLAGS.unparse_flags()
-        absl_flags.FLAGS(["t2t-insights", "--problem=algorithmic_reverse", f"--data_dir={data_dir}",
-                          f"--output_dir={output_dir}", f"--port={port}"])
-        try:
-            with pytest.raises(insights_cli.t2t_flags.UsageError, match=f"--port={port}: cannot listen there"):
-                insights_cli.main([])
-        finally:
-            absl_flags.FLAGS.unparse_flags()
+        with pytest.raises(insights_cli.t2t_flags.UsageError, match=f"--port={port}: cannot listen there"):
+            run_insights(*common, f"--port={port}")
 
 
 @pytest.fixture
