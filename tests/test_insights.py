@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from absl import flags as absl_flags
 
-from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
+from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
 from t2t_lite import checkpoints, insights
 from t2t_lite.cli import insights as insights_cli
 from t2t_lite.inference import DecodeHParams, translate
@@ -150,18 +150,24 @@ def running_tool(trained):  # noqa: F811
 
 
 @needs_chromium
-def test_a_browser_sends_the_form_and_shows_a_translation_and_a_heat_map(running_tool, tmp_path):
-    """Chromium loads the page, then posts a sentence as its form does, and draws what comes back."""
-    empty_form = dump_dom(running_tool, tmp_path / "profile")
-    assert re.search(r'<form method="post" action="/"[^>]*>\s*<textarea name="text"', empty_form)
-    typed = tmp_path / "type_a_sentence.html"  # the sentence typed into a form like the page's, then sent
-    typed.write_text(f'<form method="post" action="{running_tool}"><textarea name="text">3 4 5 6 7</textarea>'
-                     f'</form><script>document.forms[0].submit()</script>')
-    dom = dump_dom(f"file://{typed}", tmp_path / "profile")
+def test_a_person_types_a_sentence_and_sees_a_translation_and_a_heat_map(running_tool, tmp_path):
+    """In headless Chromium: open the page, type into its form, click Translate, read the page and look at it."""
+    browser = DevTools(running_tool, tmp_path / "profile")
+    try:
+        browser.wait_for("document.readyState === 'complete' && !!document.querySelector('textarea[name=text]')")
+        assert browser.evaluate("document.getElementById('viewer').hidden")  # nothing to show before a sentence
+        browser.type_into("textarea[name=text]", "3 4 5 6 7")
+        browser.click("button[type=submit]")
+        browser.wait_for("!!(document.getElementById('timing') || {}).textContent")
+        dom = browser.evaluate("document.documentElement.outerHTML")
+        pixels = browser.screenshot()
+    finally:
+        browser.close()
+    assert re.search(r'<textarea name="text"[^>]*>3 4 5 6 7</textarea>', dom)  # the form keeps what was typed
     translation = re.search(r'<span id="translation">([^<]*)</span>', dom).group(1)
     assert re.fullmatch(r"\d( \d)*", translation)  # a sequence of the problem's symbols
     assert len(re.findall(r"<tr><td>\d</td>", dom)) == 2  # both beams, with their scores
     geometry = canvas_geometry(dom)
     assert (geometry["rows"], geometry["columns"]) == (6, 6)  # 5 symbols and EOS
-    cells = heat_map_cells(screenshot(f"file://{typed}", tmp_path / "page.png", tmp_path / "profile"), geometry)
+    cells = heat_map_cells(pixels, geometry)
     assert cells.reshape(-1, 3).std(0).max() > 3  # cells of different colours: not a blank heat-map
