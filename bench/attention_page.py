@@ -83,7 +83,7 @@ def main():
     vocabulary = SymbolVocabulary(VOCAB_SIZE - 2)
     start = time.time()
     decoded = translations(model, np.random.default_rng(0), args.sentences)
-    path = inference.attention_page(model, vocabulary, decoded, os.path.join(args.output_dir, "attention.html"),
+    path = inference.write_attention_page(model, vocabulary, decoded, os.path.join(args.output_dir, "attention.html"),
                                     title="transformer_base, random weights")
     print(f"page of {args.sentences} sentences written in {time.time() - start:.1f} s: "
           f"{os.path.getsize(path) / 2**20:.1f} MiB ({path})")

@@ -63,8 +63,9 @@ class DevTools:
             os.dup2(11, 4)
 
         self.process = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--force-device-scale-factor=1",
-             f"--window-size={WINDOW[0]},{WINDOW[1]}", "--remote-debugging-pipe", f"--user-data-dir={profile_dir}", url],
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--force-device-scale-factor=1", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--remote-debugging-pipe",
+             f"--user-data-dir={profile_dir}", url],
             preexec_fn=map_fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_chromium)
         os.close(from_chromium)

@@ -106,8 +106,8 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
     details = (f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
                f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
                f"alpha={settings.alpha}, extra_length={settings.extra_length}).")
-    inference.attention_page(model, vocabulary, translations, page, title=f"Attention and beams: {problem.name}",
-                             details=details)
+    inference.write_attention_page(model, vocabulary, translations, page,
+                                   title=f"Attention and beams: {problem.name}", details=details)
     print(f"Wrote the attention and beam page of {len(translations)} sentence(s) "
           f"({os.path.getsize(page) / 2**20:.1f} MiB) to {page}")
     if FLAGS.attention_pngs:
