@@ -128,7 +128,9 @@ async function showSentence(wanted = null) {
   if (wanted && wanted.get("layer") > 0 && wanted.get("layer") <= sentence.layers) {
     controls.layer.value = wanted.get("layer") - 1;
   }
-  if (wanted && wanted.get("head") > 0 && wanted.get("head") <= sentence.heads) controls.head.value = wanted.get("head") - 1;
+  if (wanted && wanted.get("head") > 0 && wanted.get("head") <= sentence.heads) {
+    controls.head.value = wanted.get("head") - 1;
+  }
   document.getElementById("source").textContent = sentence.source;
   document.getElementById("translation").textContent = sentence.beams.length ? sentence.beams[0][0] : "";
   document.getElementById("note").textContent = sentence.note || "";
@@ -188,7 +190,8 @@ function draw() {
   lastDrawMs = performance.now() - start;
   const headName = view.head < 0 ? "mean of the heads" : `head ${view.head + 1}`;
   document.getElementById("caption").textContent =
-    `${KIND_NAMES[view.kind]}, layer ${view.layer + 1}, ${headName}: rows are queries, columns the keys they attend to.`;
+    `${KIND_NAMES[view.kind]}, layer ${view.layer + 1}, ${headName}: ` +
+    "rows are queries, columns the keys they attend to.";
   document.getElementById("timing").textContent =
     `${DATA.sentences.length} sentence(s); page data read in ${parseMs.toFixed(1)} ms; this sentence's ` +
     `weights inflated in ${lastInflateMs.toFixed(1)} ms; this heat-map drawn in ${lastDrawMs.toFixed(1)} ms.`;

@@ -7,7 +7,7 @@ key/value cache), and written back in the input's order, one output line per inp
 line. Decoding settings come from the hparams set, then the problem's defaults
 (e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
 longer input is cut to its first ids and EOS, and `truncation_note` names the lines cut.
-`attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
+`write_attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
 read back through the model (the paper's Figures 3–5).
 """
 
@@ -19,7 +19,7 @@ import time
 import keras
 import numpy as np
 
-from t2t_lite import checkpoints, decoding, registry
+from t2t_lite import attention_page, checkpoints, decoding, registry
 from t2t_lite.hparam import HParamsError, parse_overrides
 
 EOS_ID = 1
@@ -159,7 +159,9 @@ def truncation_note(translations, settings: DecodeHParams, noun: str = "input li
     numbers = [number for number, translation in enumerate(translations, start=1) if translation.truncated]
     if not numbers:
         return ""
-    listed = ", ".join(map(str, numbers[:shown])) + (f" and {len(numbers) - shown} more" if len(numbers) > shown else "")
+    listed = ", ".join(map(str, numbers[:shown]))
+    if len(numbers) > shown:
+        listed += f" and {len(numbers) - shown} more"
     nouns = noun if len(numbers) == 1 else noun + "s"
     return (f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
             f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}.")
@@ -252,19 +254,16 @@ def attention_weights(model, translation: Translation) -> dict:
 
 def attention_sentences(model, vocabulary, translations) -> list:
     """The sentences of the attention and beam page (t2t_lite.attention_page) for `translations`."""
-    from t2t_lite import attention_page
-
     return [attention_page.sentence_data(translation.source, *_tokens(vocabulary, translation),
                                          zip(translation.hypotheses, translation.scores),
                                          attention_weights(model, translation), input_note(translation))
             for translation in translations]
 
 
-def attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
+def write_attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
     """Writes the attention and beam page of `translations` to `path`; returns the path."""
-    from t2t_lite.attention_page import write_page
-
-    return write_page(path, attention_sentences(model, vocabulary, translations), title=title, details=details)
+    return attention_page.write_page(path, attention_sentences(model, vocabulary, translations), title=title,
+                                     details=details)
 
 
 def input_note(translation: Translation) -> str:

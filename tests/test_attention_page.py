@@ -25,7 +25,8 @@ def softmax_weights(heads, queries, keys, seed, sharpness=3.0):
 def attention(layers=2, heads=3, seed=0):
     return {
         "encoder_self": [softmax_weights(heads, len(SOURCE), len(SOURCE), seed + layer) for layer in range(layers)],
-        "decoder_self": [softmax_weights(heads, len(TARGET), len(TARGET), seed + 10 + layer) for layer in range(layers)],
+        "decoder_self": [np.tril(softmax_weights(heads, len(TARGET), len(TARGET), seed + 10 + layer))
+                         for layer in range(layers)],
         "encoder_decoder": [softmax_weights(heads, len(TARGET), len(SOURCE), seed + 20 + layer)
                             for layer in range(layers)],
     }

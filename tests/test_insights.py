@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from absl import flags as absl_flags
 
-from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
+from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
 from t2t_lite import checkpoints, insights
 from t2t_lite.cli import insights as insights_cli
 from t2t_lite.inference import DecodeHParams, translate
@@ -101,20 +101,31 @@ def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_
     assert learned.source_position.max_positions - 3 == insights.max_input_ids(learned, HPARAMS, SETTINGS)[0]
 
 
-def test_cli_a_taken_port_is_named(trained):  # noqa: F811
-    problem, _, data_dir, output_dir = trained
+def run_insights(*argv):
+    absl_flags.FLAGS.unparse_flags()
+    absl_flags.FLAGS(["t2t-insights", "--problem=algorithmic_reverse", *argv])
+    try:
+        insights_cli.main([])
+    finally:
+        absl_flags.FLAGS.unparse_flags()
+
+
+def test_cli_mistakes_are_named_before_serving(trained, tmp_path):  # noqa: F811
+    _, _, data_dir, output_dir = trained
+    common = (f"--data_dir={data_dir}", f"--output_dir={output_dir}")
+    cases = [((f"--output_dir={tmp_path / 'nowhere'}",), "--output_dir=.*nowhere: no such directory"),
+             ((f"--data_dir={tmp_path / 'nothing'}",), "--data_dir=.*nothing: no such directory"),
+             (("--decode_hparams=beam_size=0",), "--decode_hparams: beam_size"),
+             (("--hparams=hidden_size=64",), "ckpt-7: its weights do not fit the model these hparams build")]
+    for argv, message in cases:
+        with pytest.raises(insights_cli.t2t_flags.UsageError, match=message):
+            run_insights(*common, *argv)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        absl_flags.FLAGS.unparse_flags()
-        absl_flags.FLAGS(["t2t-insights", "--problem=algorithmic_reverse", f"--data_dir={data_dir}",
-                          f"--output_dir={output_dir}", f"--port={port}"])
-        try:
-            with pytest.raises(insights_cli.t2t_flags.UsageError, match=f"--port={port}: cannot listen there"):
-                insights_cli.main([])
-        finally:
-            absl_flags.FLAGS.unparse_flags()
+        with pytest.raises(insights_cli.t2t_flags.UsageError, match=f"--port={port}: cannot listen there"):
+            run_insights(*common, f"--port={port}")
 
 
 @pytest.fixture
@@ -139,18 +150,24 @@ def running_tool(trained):  # noqa: F811
 
 
 @needs_chromium
-def test_a_browser_sends_the_form_and_shows_a_translation_and_a_heat_map(running_tool, tmp_path):
-    """Chromium loads the page, then posts a sentence as its form does, and draws what comes back."""
-    empty_form = dump_dom(running_tool, tmp_path / "profile")
-    assert re.search(r'<form method="post" action="/"[^>]*>\s*<textarea name="text"', empty_form)
-    typed = tmp_path / "type_a_sentence.html"  # the sentence typed into a form like the page's, then sent
-    typed.write_text(f'<form method="post" action="{running_tool}"><textarea name="text">3 4 5 6 7</textarea>'
-                     f'</form><script>document.forms[0].submit()</script>')
-    dom = dump_dom(f"file://{typed}", tmp_path / "profile")
+def test_a_person_types_a_sentence_and_sees_a_translation_and_a_heat_map(running_tool, tmp_path):
+    """In headless Chromium: open the page, type into its form, click Translate, read the page and look at it."""
+    browser = DevTools(running_tool, tmp_path / "profile")
+    try:
+        browser.wait_for("document.readyState === 'complete' && !!document.querySelector('textarea[name=text]')")
+        assert browser.evaluate("document.getElementById('viewer').hidden")  # nothing to show before a sentence
+        browser.type_into("textarea[name=text]", "3 4 5 6 7")
+        browser.click("button[type=submit]")
+        browser.wait_for("!!(document.getElementById('timing') || {}).textContent")
+        dom = browser.evaluate("document.documentElement.outerHTML")
+        pixels = browser.screenshot()
+    finally:
+        browser.close()
+    assert re.search(r'<textarea name="text"[^>]*>3 4 5 6 7</textarea>', dom)  # the form keeps what was typed
     translation = re.search(r'<span id="translation">([^<]*)</span>', dom).group(1)
     assert re.fullmatch(r"\d( \d)*", translation)  # a sequence of the problem's symbols
     assert len(re.findall(r"<tr><td>\d</td>", dom)) == 2  # both beams, with their scores
     geometry = canvas_geometry(dom)
     assert (geometry["rows"], geometry["columns"]) == (6, 6)  # 5 symbols and EOS
-    cells = heat_map_cells(screenshot(f"file://{typed}", tmp_path / "page.png", tmp_path / "profile"), geometry)
+    cells = heat_map_cells(pixels, geometry)
     assert cells.reshape(-1, 3).std(0).max() > 3  # cells of different colours: not a blank heat-map

@@ -106,10 +106,13 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
     details = (f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
                f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
                f"alpha={settings.alpha}, extra_length={settings.extra_length}).")
-    inference.attention_page(model, vocabulary, translations, page, title=f"Attention and beams: {problem.name}",
-                             details=details)
-    print(f"Wrote the attention and beam page of {len(translations)} sentence(s) to {page}")
+    inference.write_attention_page(model, vocabulary, translations, page,
+                                   title=f"Attention and beams: {problem.name}", details=details)
+    print(f"Wrote the attention and beam page of {len(translations)} sentence(s) "
+          f"({os.path.getsize(page) / 2**20:.1f} MiB) to {page}")
     if FLAGS.attention_pngs:
+        if os.path.isdir(os.path.join(FLAGS.attention_dir, "sentence_0000")):
+            print(f"{FLAGS.attention_dir} holds PNGs of an earlier run: this run's replace them.")
         written = inference.attention_pictures(model, vocabulary, translations, FLAGS.attention_dir)
         print(f"Wrote {len(written)} attention pictures to {FLAGS.attention_dir}")
 
