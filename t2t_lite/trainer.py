@@ -279,7 +279,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
                               summary_steps, train_minutes, vocab_size, log)
         if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
             metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
-    distribution.leave_cluster()  # under TF_CONFIG the process ends here (lock released), once every worker has finished
+    distribution.leave_cluster()  # under TF_CONFIG: ends the process once every worker is done (lock released)
     return metrics
 
 
