@@ -171,13 +171,18 @@ def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsy
     source = tmp_path / "in.txt"
     source.write_text("\n".join(lines) + "\n")
     run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-                f"--decode_from_file={source}", "--decode_hparams=max_input_size=5")
+                f"--decode_from_file={source}", "--decode_hparams=max_input_size=5",
+                f"--attention_dir={tmp_path / 'page'}")
     printed = capsys.readouterr().out
     assert ("Truncated 7 lines to their first 4 ids and EOS (--decode_hparams max_input_size=5): "
             "lines 1, 3, 5, 6, 7 and 2 more.") in printed
     cut = translate(model, problem.vocabulary(data_dir), ["1 2 3 4"], DecodeHParams(1, 0.0, 2), progress=False)[0]
     decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
     assert decoded[0] == cut.hypotheses[0] and len(decoded) == len(lines)  # line 1 decoded as its first 4 symbols
+    first, second = page_data((tmp_path / "page" / "attention.html").read_text())["sentences"][:2]
+    assert first["source_tokens"] == ["1", "2", "3", "4", "<eos>"] and first["source"] == lines[0]
+    assert first["note"] == "The input had 8 ids (EOS included); the model read its first 4 and EOS (max_input_size)."
+    assert second["note"] == ""
 
 
 def test_cli_without_checkpoint_names_the_flags(trained):
