@@ -166,6 +166,8 @@ def test_translations_dir_mistakes_name_the_flag_or_file(tmp_path):
     cases = [
         ([f"--translations_dir={directory}", f"--translation={directory / 'val.en-100'}", f"--reference={reference}"],
          "Give either --translation .* or --translations_dir"),
+        ([f"--translation={directory / 'val.en-100'}", f"--reference={reference}", f"--event_dir={tmp_path}"],
+         "--event_dir and --plot_file score a --translations_dir"),
         ([f"--translations_dir={other}", f"--reference={reference}"], "several sources \\(test.en, val.en\\)"),
         ([f"--translations_dir={tmp_path / 'none'}", f"--reference={reference}"], "--translations_dir=.*none: no such"),
         ([f"--translations_dir={directory / 'avg2'}", f"--reference={reference}"], "no translation files named"),

@@ -34,6 +34,9 @@ def main(argv):
     flags.require("reference")
     if bool(FLAGS.translation) == bool(FLAGS.translations_dir):
         raise flags.UsageError("Give either --translation (one file) or --translations_dir (a file per step).")
+    if FLAGS.translation and (FLAGS.event_dir or FLAGS.plot_file):
+        raise flags.UsageError("--event_dir and --plot_file score a --translations_dir by step; with --translation "
+                               "leave them out.")
     reference = flags.existing_file("reference")
     try:
         if FLAGS.translation:
