@@ -157,6 +157,18 @@ def test_averaging_into_a_directory_in_use_stops_at_once(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_exporting_into_a_directory_in_use_stops_before_loading_anything(tmp_path):
+    export_dir, model_dir = str(tmp_path / "export"), str(tmp_path / "train")
+    os.makedirs(model_dir)  # no checkpoint or hparams.json: the lock must stop the exporter before it reads them
+    with run_lock.directory_lock(export_dir, "t2t-exporter"):
+        result = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-exporter"),
+                                 "--problem=algorithmic_reverse", f"--data_dir={tmp_path}", f"--output_dir={model_dir}",
+                                 f"--export_dir={export_dir}"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert f"t2t-exporter: --export_dir: {export_dir} is in use by t2t-exporter (pid {os.getpid()}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_remote_directory_is_locked_too_without_a_pid_check_across_hosts():
     """TensorFlow's in-memory file system (ram://) stands in for gs://: no O_EXCL, the same messages."""
     directory = f"ram://run_lock_{os.getpid()}/train"

@@ -7,12 +7,12 @@ writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_pa
 layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true` in
 --decode_hparams exports the XLA-compiled beam search over fixed length and batch buckets
 (TF Serving: --xla_cpu_compilation_enabled=true). See `t2t_lite.export` for the
-signatures and settings.
+signatures and settings. One run at a time writes --export_dir (`t2t_lite.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import export
+from t2t_lite import export, run_lock
 from t2t_lite.cli import flags
 from t2t_lite.hparam import HParamsError
 
@@ -26,6 +26,22 @@ def main(argv):
     flags.prepare()
     flags.require("problem", "data_dir", "export_dir")
     model_dir = flags.trained_model_dir()
+    _check_paths()
+    try:
+        with run_lock.directory_lock(FLAGS.export_dir, "t2t-exporter"):
+            _export(model_dir)
+    except run_lock.DirectoryInUse as error:
+        raise SystemExit(f"t2t-exporter: --export_dir: {error}") from None
+
+
+def _check_paths():
+    flags.existing_dir("data_dir")
+    if FLAGS.output_dir:
+        flags.existing_dir("output_dir")
+    flags.writable_dir("export_dir")
+
+
+def _export(model_dir):
     problem = flags.problem_from_flags()
     flags.check_model_flag()
     hparams = flags.trained_hparams(model_dir)
