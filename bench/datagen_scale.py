@@ -1,6 +1,6 @@
 """t2t-datagen at WMT size: wall time, pairs/s and peak memory on corpora of growing size.
 
-    nice -n 5 .venv/bin/python bench/datagen_scale.py --data=../shared/data --work_dir=/tmp/datagen_scale \
+    nice -n 5 .venv/bin/python bench/datagen_scale.py --data=../shared/data --work_dir=$WORK \
         --sizes=250000,1000000,4000000
 
 Builds synthetic parallel corpora from real EN-DE sentence pairs (the WMT sample and

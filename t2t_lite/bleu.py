@@ -197,13 +197,12 @@ def write_events(scores: list, event_dir: str) -> None:
     """TensorBoard scalars `sacreBLEU` and `chrF2` at each step (`…_avg<N>` for averages) in event_dir."""
     import tensorflow as tf  # only for --event_dir: t2t-bleu otherwise starts without TensorFlow
 
-    # The trainer's writer of TensorBoard scalars (no tensorboard package needed); private there for now.
-    from t2t_lite.trainer import _write_summaries
+    from t2t_lite.trainer import write_scalars  # the trainer's scalars: no tensorboard package needed
 
     writer = tf.summary.create_file_writer(event_dir)
     for score in scores:
         suffix = f"_avg{score.average_of}" if score.average_of else ""
-        _write_summaries(writer, score.step, {"sacreBLEU" + suffix: score.report.sacrebleu,
+        write_scalars(writer, score.step, {"sacreBLEU" + suffix: score.report.sacrebleu,
                                               "chrF2" + suffix: score.report.chrf})
     writer.close()
 

@@ -262,6 +262,12 @@ def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, m
     path = checkpoint_path(checkpoint_path_or_dir)
     check_trained_with(os.path.dirname(path), problem_name, model_name, vocab_size, vocabulary)
     model = build_model(hparams, vocab_size, model_name)
+    restore_weights(model, path)
+    return model
+
+
+def restore_weights(model, path: str) -> None:
+    """Restores a checkpoint's weights (no optimizer state) into a built model, naming the file that fails."""
     try:
         status = tf.train.Checkpoint(model=trackable_model(model)).restore(path).expect_partial()
         status.assert_existing_objects_matched()
@@ -272,7 +278,6 @@ def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, m
         raise CheckpointError(
             f"{path}: its weights do not fit the model these hparams build ({reason}). Use the hparams it was "
             f"trained with: leave out --hparams_set and --hparams to read the hparams.json beside it.") from None
-    return model
 
 
 def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,

@@ -189,7 +189,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
 
 
-def _write_summaries(writer, step: int, values: dict) -> None:
+def write_scalars(writer, step: int, values: dict) -> None:
     """Scalars for TensorBoard (`tensorboard --logdir=OUTPUT_DIR`)."""
     with writer.as_default(step=step):
         for name, value in values.items():
@@ -287,7 +287,7 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     step = int(optimizer.iterations.numpy())
     metrics = evaluate(steps, problem, data_dir, hparams, eval_steps)
     log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
-    _write_summaries(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
+    write_scalars(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
     return metrics
 
 
@@ -320,7 +320,7 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
             # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
             values = {"loss": step_loss, "learning_rate": float(learning_rate_schedule(hparams)(step - 1)),
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
-            _write_summaries(writer, step, values)
+            write_scalars(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)
             if train_minutes:  # whichever bound comes first
                 remaining = max(0.0, min(remaining, started + 60.0 * train_minutes - now))

@@ -1,7 +1,6 @@
 """t2t-translate-all: each step's file equals a fresh decode of that checkpoint; skips, waits, resumes, bad input.
 
-The command line is run as a subprocess only: its --model_dir and --translations_dir are
-also defined by t2t-avg-all and t2t-bleu, which other tests import in this process.
+The command line is run as a subprocess, as a user runs it beside a training run.
 """
 
 import os

@@ -18,7 +18,6 @@ from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
 
-absl_flags.DEFINE_string("model_dir", None, "Directory of the checkpoints to average (t2t-trainer's --output_dir).")
 absl_flags.DEFINE_integer("n", 5, "How many of the last checkpoints to average (the paper: 5 for base, 20 for big).")
 
 

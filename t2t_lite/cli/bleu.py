@@ -21,8 +21,6 @@ FLAGS = flags.FLAGS
 
 absl_flags.DEFINE_string("translation", None, "File of detokenized translations, one sentence per line.")
 absl_flags.DEFINE_string("reference", None, "File of reference translations, line i translating the same source.")
-absl_flags.DEFINE_string("translations_dir", None, "Directory of translations by checkpoint step, as "
-                         "t2t-translate-all writes them (<source>-<step>); instead of --translation.")
 absl_flags.DEFINE_string("event_dir", None, "With --translations_dir: also write the scores as TensorBoard scalars here.")
 absl_flags.DEFINE_string("plot_file", None, "With --translations_dir: the PNG of sacreBLEU against step "
                          "(default: sacrebleu_by_step.png in --translations_dir).")

@@ -1,6 +1,6 @@
 """t2t-datagen: write a problem's vocabulary and TFRecord files, as tensor2tensor's tool.
 
-    t2t-datagen --problem=translate_ende_gettext --data_dir=~/t2t_data --tmp_dir=/tmp/t2t_raw
+    t2t-datagen --problem=translate_ende_gettext --data_dir=~/t2t_data --tmp_dir=~/t2t_tmp
 
 Reuses whatever a previous run left in --data_dir, unless the raw files in --tmp_dir
 changed since it was written: then it names them and stops; --overwrite regenerates

@@ -28,6 +28,11 @@ flags.DEFINE_string("output_dir", None, "Directory of the model's checkpoints an
 # Used by the tools that read checkpoints: t2t-decoder and t2t-exporter load it, t2t-trainer resumes
 # from it (a checkpoint of its own --output_dir), t2t-avg-all averages the last --n up to it.
 flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to use; default: the latest in --output_dir.")
+# Shared by several tools, so that any of them can be imported beside the others (absl defines a flag once).
+flags.DEFINE_string("model_dir", None, "Directory of a run's checkpoints (t2t-trainer's --output_dir): "
+                    "what t2t-avg-all averages and t2t-translate-all translates with.")
+flags.DEFINE_string("translations_dir", None, "Directory of translations, one file per checkpoint step "
+                    "(<source>-<step>): written by t2t-translate-all, scored by t2t-bleu.")
 flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 
 

@@ -19,9 +19,7 @@ from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 
-absl_flags.DEFINE_string("model_dir", None, "Directory of the checkpoints to translate with (t2t-trainer's --output_dir).")
 absl_flags.DEFINE_string("source", None, "UTF-8 file of source sentences, one per line.")
-absl_flags.DEFINE_string("translations_dir", "translations", "Where to write one translation file per checkpoint step.")
 absl_flags.DEFINE_integer("min_steps", 0, "Leave out checkpoints of fewer steps (ckpt-0 holds the untrained weights).")
 absl_flags.DEFINE_float("wait_minutes", 0, "Keep polling for new checkpoints until none has come for this long; "
                         "0: one pass over the checkpoints there now.")
@@ -32,7 +30,7 @@ absl_flags.DEFINE_integer("average_last_n", 0, "Also translate with the average 
 def main(argv):
     del argv
     flags.prepare()
-    flags.require("problem", "data_dir", "model_dir", "source")
+    flags.require("problem", "data_dir", "model_dir", "source", "translations_dir")
     model_dir, source = flags.existing_dir("model_dir"), flags.existing_file("source")
     translations_dir = flags.writable_dir("translations_dir")
     problem = flags.problem_from_flags()
