@@ -9,6 +9,7 @@ that says to relaunch all, and a relaunch must resume to the uninterrupted losse
 import glob
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,6 +144,8 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
     assert f"lost worker 1 ({workers[1]})" in output and "relaunch all of them" in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     finish(processes[1:])
+    for scratch in glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*")):
+        shutil.rmtree(scratch)  # a killed worker cannot remove its own
     assert not os.path.exists(os.path.join(output_dir, f"ckpt-{TRAIN_STEPS}.index"))  # it did stop early
 
     # 3. Both relaunched: they resume from the last checkpoint and end where one uninterrupted run ends.
