@@ -254,7 +254,8 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path):
         settings = dataclasses.replace(settings, xla=True)
     config = {"bench": "bench/peer_project.py --savedmodel", "preset": cfg["preset"],
               "decode_hparams": dataclasses.asdict(settings), "hparams": json.loads(hparams.to_json())}
-    export.write_saved_model(export.serving_module(model, vocab, settings), config, vocab.model_path, path)
+    export.write_saved_model(export.serving_module(model, vocab, settings), config, vocab.model_path,
+                             export.warmup_requests(vocab, settings), path)
     return xla
 
 

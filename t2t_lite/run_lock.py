@@ -2,9 +2,9 @@
 
 Two `t2t-trainer` runs on one `--output_dir` would each save `ckpt-<step>` there, one
 run's checkpoints replacing the other's, and `t2t-avg-all` would then average a mix.
-So a tool that writes a model directory first creates `<dir>/t2t.lock` with
-O_CREAT | O_EXCL, which the file system grants to one process only, and writes into
-it who holds it (tool, pid, host, start time). A second run stops at once, naming
+So a tool that writes a model directory first creates `<dir>/t2t.lock`, which names its
+holder (tool, pid, host, start time), by a hard link that the file system grants to one
+process only (as O_CREAT | O_EXCL), so the lock never exists without its holder. A second run stops at once, naming
 that process and what to do.
 
 A run that ends, or fails with an exception, removes its lock. One killed with
@@ -56,21 +56,50 @@ def directory_lock(directory: str, tool: str, log=print):
 def _acquire_local(path: str, mine: dict, log) -> None:
     # A stale lock is moved out of the way and creation retried; twice is enough for one takeover.
     for _ in range(3):
-        try:
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _read(path)
-            if holder is None and _seconds_since_written(path) < _WRITE_SECONDS:
-                raise DirectoryInUse(f"{path}: another run is taking this directory at this moment; wait for "
-                                     f"it to finish, or write to another directory.") from None
-            if holder is not None and not _is_stale(holder):
-                raise DirectoryInUse(_in_use_message(path, holder)) from None
-            _take_over(path, holder, log)
+        if _publish(path, mine):
+            return
+        holder = _read(path)
+        if holder is None and not os.path.exists(path):  # released since: try again
             continue
-        with os.fdopen(descriptor, "w") as file:
-            file.write(json.dumps(mine) + "\n")
-        return
+        if holder is None and _seconds_since_written(path) < _WRITE_SECONDS:
+            raise DirectoryInUse(f"{path}: another run is taking this directory at this moment; wait for "
+                                 f"it to finish, or write to another directory.")
+        if holder is not None and not _is_stale(holder):
+            raise DirectoryInUse(_in_use_message(path, holder))
+        _take_over(path, holder, log)
     raise DirectoryInUse(f"{path}: other runs keep taking this directory; wait for them, or write elsewhere.")
+
+
+def _publish(path: str, mine: dict) -> bool:
+    """Creates the lock with its holder already in it; False if a lock exists.
+
+    The holder is written to a file of this process's own and hard-linked into place, which
+    fails if the lock exists, as O_EXCL does; so a run that starts at the same instant reads a
+    whole lock and can name its holder. A file system without hard links gets O_EXCL, where
+    the lock is empty for the moment between its creation and its write.
+    """
+    staged = f"{path}.{os.getpid()}.new"
+    with open(staged, "w") as file:
+        file.write(json.dumps(mine) + "\n")
+    try:
+        os.link(staged, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links here
+        return _create_exclusive(path, mine)
+    finally:
+        os.remove(staged)
+
+
+def _create_exclusive(path: str, mine: dict) -> bool:
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w") as file:
+        file.write(json.dumps(mine) + "\n")
+    return True
 
 
 def _take_over(path: str, stale: dict, log) -> None:

@@ -1,6 +1,7 @@
 """One writer per directory: a second run stops naming the first; a lock left by SIGKILL is taken over."""
 
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -56,6 +57,33 @@ def test_a_second_writer_stops_naming_the_first_and_what_to_do(tmp_path):
     assert f"is in use by t2t-trainer (pid {os.getpid()} on host {socket.gethostname()}, started " in message
     assert "Wait for it to finish, or write to another directory" in message
     assert f"if you are sure it has stopped, remove {path}" in message and "\n" not in message
+
+
+def _try_lock(directory, barrier, results):
+    barrier.wait()  # every process reaches the lock at the same instant
+    try:
+        with run_lock.directory_lock(directory, "t2t-trainer"):
+            results.put(("held", os.getpid()))
+            time.sleep(1.0)  # held while the others look
+    except run_lock.DirectoryInUse as error:
+        results.put(("refused", str(error)))
+
+
+def test_runs_starting_at_the_same_instant_are_refused_by_name(tmp_path):
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(8), context.Queue()
+    processes = [context.Process(target=_try_lock, args=(str(tmp_path), barrier, results)) for _ in range(8)]
+    for process in processes:
+        process.start()
+    outcomes = [results.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    held = [detail for kind, detail in outcomes if kind == "held"]
+    refused = [detail for kind, detail in outcomes if kind == "refused"]
+    assert len(held) == 1 and len(refused) == 7
+    for message in refused:  # none saw a lock still being written: each names the one that holds it
+        assert f"is in use by t2t-trainer (pid {held[0]} on host {socket.gethostname()}" in message
+    assert os.listdir(tmp_path) == []  # no lock, and no file staged for one, is left
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_over_with_one_line(tmp_path):
