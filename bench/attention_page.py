@@ -73,6 +73,20 @@ def step_through(path, profile_dir):
         browser.close()
 
 
+def translations(model, rng, sentences):
+    """Random sentences of 10-60 ids with four scored beams each, as the decoder returns them."""
+    del model  # the page reads the attention back through the model; the ids need not be its own
+    result = []
+    for _ in range(sentences):
+        source_ids = list(rng.integers(3, VOCAB_SIZE, rng.integers(10, 61))) + [inference.EOS_ID]
+        target_ids = list(rng.integers(3, VOCAB_SIZE, rng.integers(10, 61))) + [inference.EOS_ID]
+        texts = [" ".join(str(i) for i in rng.integers(3, VOCAB_SIZE, len(target_ids))) for _ in range(BEAMS)]
+        result.append(inference.Translation(" ".join(map(str, source_ids[:-1])), texts,
+                                            sorted(rng.normal(-1, 0.3, BEAMS), reverse=True),
+                                            source_ids, len(source_ids), target_ids))
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output_dir", required=True)
@@ -84,7 +98,7 @@ def main():
     start = time.time()
     decoded = translations(model, np.random.default_rng(0), args.sentences)
     path = inference.write_attention_page(model, vocabulary, decoded, os.path.join(args.output_dir, "attention.html"),
-                                    title="transformer_base, random weights")
+                                          title="transformer_base, random weights")
     print(f"page of {args.sentences} sentences written in {time.time() - start:.1f} s: "
           f"{os.path.getsize(path) / 2**20:.1f} MiB ({path})")
     if CHROMIUM is None:

@@ -1,16 +1,13 @@
 """Checkpoints: what they hold, the model information beside them, and damaged ones named and skipped."""
 
-import json
 import os
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags as absl_flags
 
 from t2t_lite import checkpoints, registry
-from t2t_lite.cli import avg_all
 
 
 def small_model():

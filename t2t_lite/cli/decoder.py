@@ -13,7 +13,6 @@ from absl import app, flags
 
 from t2t_lite import inference, text_lines
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 text file.")
@@ -42,12 +41,7 @@ def main(argv):
     lines = _read_lines() if FLAGS.decode_from_file else None
     output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
     page = _attention_page_path()
-    try:
-        vocabulary = problem.vocabulary(FLAGS.data_dir)
-        model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
-                                     FLAGS.model)
-    except FileNotFoundError as error:  # CheckpointError too
-        raise t2t_flags.UsageError(str(error)) from None
+    vocabulary, model = t2t_flags.trained_model(problem, hparams)
     if FLAGS.decode_interactive:
         inference.decode_interactive(model, vocabulary, settings)
         return
@@ -120,10 +114,7 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
 def _settings(problem, model_dir):
     """The model's hparams and the decoding settings, with errors that name their flag."""
     hparams = t2t_flags.trained_hparams(model_dir)
-    try:
-        return hparams, inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except HParamsError as error:
-        raise t2t_flags.UsageError(str(error)) from None
+    return hparams, t2t_flags.decode_settings(hparams, problem)
 
 
 def _read_lines():

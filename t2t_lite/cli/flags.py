@@ -102,6 +102,29 @@ def trained_hparams(model_dir: str):
         raise UsageError(f"{error} (or give --hparams_set and --hparams)") from None
 
 
+def decode_settings(hparams, problem):
+    """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
+    from t2t_lite import inference  # TensorFlow: only for the tools that decode
+    try:
+        return inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
+    except (HParamsError, ValueError) as error:
+        message = str(error)
+        raise UsageError(message if message.startswith("--decode_hparams") else
+                         f"--decode_hparams: {message}") from None
+
+
+def trained_model(problem, hparams):
+    """The vocabulary and the model of --checkpoint_path (or the latest in --output_dir); errors name the file."""
+    from t2t_lite import inference
+    try:
+        vocabulary = problem.vocabulary(FLAGS.data_dir)
+        model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
+                                     FLAGS.model)
+    except FileNotFoundError as error:  # CheckpointError too
+        raise UsageError(str(error)) from None
+    return vocabulary, model
+
+
 def problem_from_flags():
     """--problem as a Problem instance, with an error that names the flag."""
     try:
@@ -119,25 +142,23 @@ def _is_remote(path: str) -> bool:
 
 def existing_file(name: str) -> str:
     """The file named by --name; stops if it is missing or is a directory."""
-    path = getattr(FLAGS, name)
-    if _is_remote(path):
-        return path
-    if not os.path.exists(path):
-        raise UsageError(f"--{name}={path}: no such file.")
-    if os.path.isdir(path):
-        raise UsageError(f"--{name}={path}: is a directory; give a file.")
-    return path
+    return _existing(name, directory=False)
 
 
 def existing_dir(name: str) -> str:
     """The directory named by --name; stops if it is missing or is a file."""
+    return _existing(name, directory=True)
+
+
+def _existing(name: str, directory: bool) -> str:
     path = getattr(FLAGS, name)
+    kind = "directory" if directory else "file"
     if _is_remote(path):
         return path
     if not os.path.exists(path):
-        raise UsageError(f"--{name}={path}: no such directory.")
-    if not os.path.isdir(path):
-        raise UsageError(f"--{name}={path}: is a file; give a directory.")
+        raise UsageError(f"--{name}={path}: no such {kind}.")
+    if os.path.isdir(path) != directory:
+        raise UsageError(f"--{name}={path}: is a {'file' if directory else 'directory'}; give a {kind}.")
     return path
 
 

@@ -9,9 +9,8 @@ free port and prints it.
 
 from absl import app, flags
 
-from t2t_lite import inference, insights
+from t2t_lite import insights
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("port", 8010, "Port of the page; 0 takes a free one.", lower_bound=0, upper_bound=65535)
@@ -30,16 +29,9 @@ def main(argv):
     problem = t2t_flags.problem_from_flags()
     t2t_flags.check_model_flag()
     hparams = t2t_flags.trained_hparams(model_dir)
-    try:
-        settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except HParamsError as error:
-        raise t2t_flags.UsageError(str(error)) from None
+    settings = t2t_flags.decode_settings(hparams, problem)
     checkpoint = FLAGS.checkpoint_path or FLAGS.output_dir
-    try:
-        vocabulary = problem.vocabulary(FLAGS.data_dir)
-        model = inference.load_model(problem, hparams, FLAGS.data_dir, checkpoint, FLAGS.model)
-    except FileNotFoundError as error:  # CheckpointError too
-        raise t2t_flags.UsageError(str(error)) from None
+    vocabulary, model = t2t_flags.trained_model(problem, hparams)
     limit, reason = insights.max_input_ids(model, hparams, settings)
     page = insights.Insights(
         model, vocabulary, settings, max_input_ids=limit, limit_reason=reason, title=f"t2t-insights: {problem.name}",

@@ -15,7 +15,6 @@ from absl import app, flags as absl_flags
 
 from t2t_lite import inference, text_lines, translate_all
 from t2t_lite.cli import flags
-from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 
@@ -38,12 +37,7 @@ def main(argv):
     if FLAGS.average_last_n < 0 or FLAGS.wait_minutes < 0:
         raise flags.UsageError("--average_last_n and --wait_minutes must be ≥ 0.")
     hparams = flags.trained_hparams(model_dir)
-    try:
-        settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except (HParamsError, ValueError) as error:
-        message = str(error)
-        raise flags.UsageError(message if message.startswith("--decode_hparams") else
-                               f"--decode_hparams: {message}") from None
+    settings = flags.decode_settings(hparams, problem)
     try:
         lines = text_lines.read_lines(source)
     except ValueError as error:  # not UTF-8: names file and line
