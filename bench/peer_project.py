@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
     .venv/bin/python bench/peer_project.py --preset base --savedmodel       # the exported SavedModel, decode only
+    .venv/bin/python bench/peer_project.py --preset base --xla --quantize int8 --skip-train   # int8 products
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
     .venv/bin/python bench/peer_project.py --preset base --matmul_bound [--xla]  # the step's products alone
@@ -18,6 +19,10 @@ What is timed is what a user gets:
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
+  * `--quantize int8` decodes with t2t_lite/quantization.py's int8 products (what
+    `--decode_hparams=quantize=int8` gives t2t-decoder and t2t-exporter), quantized from the
+    same random float32 weights; decoding only (training is never int8), so give --skip-train;
+    with --savedmodel, the int8 export;
   * `--savedmodel`: the model exported by export.py's `serving_module` and `write_saved_model`
     (what t2t-exporter writes, minus the checkpoint), loaded with tf.saved_model.load, its
     `translate_ids` signature called on the same ids, one export for greedy and one for beam
@@ -74,7 +79,7 @@ tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
 import t2t_lite  # noqa: E402
-from t2t_lite import checkpoints, decoding, export, flops, registry, trainer, vocabulary  # noqa: E402
+from t2t_lite import checkpoints, decoding, export, flops, quantization, registry, trainer, vocabulary  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
 
 import matmul_peak  # noqa: E402  (bench/, this script's folder)
@@ -242,7 +247,7 @@ def made_up_vocabulary(path):
     return vocabulary.train_vocabulary(sentences, path, 500)
 
 
-def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path):
+def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize=""):
     """Writes the SavedModel that decodes the peers' 20 ids to 30 tokens; returns whether it decodes with XLA.
 
     translate_ids appends EOS (21 ids), and a row may emit its input length + extra_length.
@@ -252,6 +257,8 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path):
     xla = "xla" in {field.name for field in dataclasses.fields(export.ExportHParams)}
     if xla:  # the XLA export, where export.py has one
         settings = dataclasses.replace(settings, xla=True)
+    if quantize:
+        settings = dataclasses.replace(settings, quantize=quantize)
     config = {"bench": "bench/peer_project.py --savedmodel", "preset": cfg["preset"],
               "decode_hparams": dataclasses.asdict(settings), "hparams": json.loads(hparams.to_json())}
     export.write_saved_model(export.serving_module(model, vocab, settings), config, vocab.model_path,
@@ -259,7 +266,7 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path):
     return xla
 
 
-def time_savedmodel(model, hparams, cfg, modes, scratch):
+def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
     """pc.time_decode of the export's translate_ids signature (one export per mode), each output checked.
 
     Returns ({mode: result}, whether the export decodes with XLA).
@@ -271,7 +278,7 @@ def time_savedmodel(model, hparams, cfg, modes, scratch):
     for name in modes:
         beam_size, path = beam_sizes[name], os.path.join(scratch, f"export_{name}")
         pc.log(f"[t2t_lite {cfg['preset']}] SavedModel export and {name} decoding ...")
-        xla = export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path)
+        xla = export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize)
         translate_ids = tf.saved_model.load(path).signatures[export.IDS_SIGNATURE]
 
         def call(batch):
@@ -293,13 +300,14 @@ def time_savedmodel(model, hparams, cfg, modes, scratch):
     return results, xla
 
 
-def savedmodel_row(hparams, cfg, modes, seed) -> dict:
+def savedmodel_row(hparams, cfg, modes, seed, quantize="") -> dict:
     """The figures of the exported SavedModel, decode only, on the preset's model with random weights."""
     keras.utils.set_random_seed(seed)
     model = checkpoints.build_model(hparams, cfg["vocab_size"])
     without_eos(model)
+    quantization.quantize_for_decoding(model, quantize)  # what export_model does after restoring
     with tempfile.TemporaryDirectory() as scratch:
-        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch)
+        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch, quantize)
     return {"params": int(model.count_params()), "train": None, "decode": decode, "savedmodel_xla": xla,
             "jit_compile": xla}
 
@@ -318,6 +326,8 @@ def extra_flags(parser):
                         help="only decode, with the exported SavedModel's translate_ids signature")
     parser.add_argument("--matmul_bound", action="store_true",
                         help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
+    parser.add_argument("--quantize", default="", choices=quantization.MODES,
+                        help="decode with int8 products (t2t_lite/quantization.py); decoding only: give --skip-train")
 
 
 def main():
@@ -325,13 +335,18 @@ def main():
     if args.matmul_bound and (args.memory or args.activation_dtype != "float32"):
         sys.exit("bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
                  "--memory and --activation_dtype.")
+    if args.quantize and not (args.skip_train or args.savedmodel) or args.quantize and (args.memory or
+                                                                                       args.matmul_bound):
+        sys.exit("bench/peer_project.py: --quantize is for decoding only; give --skip-train (or --savedmodel), "
+                 "and no --memory or --matmul_bound.")
     if args.savedmodel and (args.memory or args.matmul_bound or args.xla or args.activation_dtype != "float32"):
         sys.exit("bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
                  "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype.")
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
         "peer": "t2t_lite" + (" SavedModel" if args.savedmodel else "") + (" +XLA" if args.xla else "")
-                + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else ""),
+                + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else "")
+                + (f" {args.quantize}" if args.quantize else ""),
         "preset": cfg["preset"],
         "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
                      "numpy": np.__version__},
@@ -341,6 +356,7 @@ def main():
         "hparams_set": HPARAMS_SETS[cfg["preset"]],
         "jit_compile": args.xla,
         "activation_dtype": args.activation_dtype,
+        "quantize": args.quantize,
     }
     if args.memory:
         result["memory"] = measure_memory(args.memory, cfg, args.memory_tokens, args.seed)
@@ -352,11 +368,12 @@ def main():
         return
     modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
     if args.savedmodel:
-        result.update(savedmodel_row(hparams, cfg, modes, args.seed))
+        result.update(savedmodel_row(hparams, cfg, modes, args.seed, args.quantize))
         pc.emit(result, args.out)
         return
     model, steps = build(hparams, cfg["vocab_size"], args.seed)
     result["params"] = int(model.count_params())
+    quantization.quantize_for_decoding(model, args.quantize)  # after the float32 weights exist, as after a restore
     if not args.skip_train:
         pc.log(f"[t2t_lite {cfg['preset']}] training ...")
         result["train"] = time_training(steps, hparams, cfg, args.seed)

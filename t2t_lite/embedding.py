@@ -10,10 +10,14 @@ weights by √d_model."
 As in tensor2tensor, the padding id 0 embeds to the zero vector, so the start
 symbol of the shifted decoder input (id 0) and padded source positions carry
 no token information, only their position.
+
+For decoding only, `quantize("int8")` replaces E by int8 rows and one scale per row
+(t2t_lite/quantization.py): the lookup dequantizes the rows it takes, and the
+projection quantizes each hidden row on the fly, so `h Eᵀ` is an int8 product.
 """
 
 import keras
-from keras import ops
+from keras import ops, quantizers
 
 
 class SharedEmbedding(keras.layers.Layer):
@@ -23,7 +27,8 @@ class SharedEmbedding(keras.layers.Layer):
         vocab_size: number of subword ids (0 = padding, 1 = EOS).
         hidden_size: d_model.
 
-    Methods: `call(ids)` -> [..., d_model] embeddings; `logits(hidden)` -> [..., vocab] (hidden Eᵀ).
+    Methods: `call(ids)` -> [..., d_model] embeddings; `logits(hidden)` -> [..., vocab] (hidden Eᵀ);
+    `quantize("int8")` for decoding (see the module docstring).
     The matrix is initialised N(0, d_model^-0.5), tensor2tensor's choice, so embeddings
     scaled by √d_model start at unit variance like the positional encodings they are added to.
     """
@@ -32,6 +37,7 @@ class SharedEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
+        self.int8 = False  # set by quantize("int8")
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -41,12 +47,36 @@ class SharedEmbedding(keras.layers.Layer):
         )
 
     def call(self, ids):
-        vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
+        if self.int8:
+            rows = ops.moveaxis(ops.take(self.embeddings_int8, ids, axis=1), 0, -1)
+            vectors = ops.cast(rows, self.compute_dtype) / ops.take(self.embeddings_scale, ids, axis=0)[..., None]
+        else:
+            vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         not_padding = ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), self.compute_dtype)
         return vectors * ops.cast(self.hidden_size ** 0.5, self.compute_dtype) * not_padding
 
     def logits(self, hidden):
+        if self.int8:
+            quantized, hidden_scale = quantizers.abs_max_quantize(hidden, axis=-1)
+            products = ops.matmul(quantized, self.embeddings_int8)  # int8 x int8 -> int32
+            return ops.cast(products, hidden.dtype) / (hidden_scale * ops.cast(self.embeddings_scale, hidden.dtype))
         return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, hidden.dtype)))
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Replaces E by int8 rows, each with its own scale 127 / max|row| (Keras' AbsMaxQuantizer convention)."""
+        if mode != "int8":
+            raise NotImplementedError(f"SharedEmbedding.quantize: mode {mode!r}; only 'int8' is implemented.")
+        self._check_quantize_args(mode, self.compute_dtype)
+        quantized, scale = quantizers.abs_max_quantize(self.embeddings, axis=-1, to_numpy=True)
+        del self.embeddings
+        self.embeddings_int8 = self.add_weight(name="embeddings_int8", shape=(self.hidden_size, self.vocab_size),
+                                               initializer="zeros", dtype="int8", trainable=False)
+        self.embeddings_scale = self.add_weight(name="embeddings_scale", shape=(self.vocab_size,),
+                                                initializer="ones", trainable=False)
+        self.embeddings_int8.assign(ops.transpose(quantized))
+        self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
+        self._is_quantized = True
+        self.int8 = True
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size}

@@ -56,7 +56,7 @@ import tensorflow as tf
 
 import numpy as np
 
-from t2t_lite import checkpoints, decoding, inference, warmup, xla_buckets
+from t2t_lite import checkpoints, decoding, inference, quantization, warmup, xla_buckets
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.models import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.vocabulary import normalize_text_in_graph
@@ -81,8 +81,10 @@ class ExportHParams:
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
     xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.xla_buckets.
+    quantize: str = ""  # "int8": int8 weights and products (t2t_lite/quantization.py); "" = float32 as trained.
 
     def __post_init__(self):
+        quantization.check_mode(self.quantize)
         if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
             raise ValueError(f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length "
                              f"≥ 0 (got {self}).")
@@ -292,11 +294,12 @@ def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, e
     final_dir = version_dir(export_dir, checkpoint)
     model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
                                    vocabulary.fingerprint)
-    module = serving_module(model, vocabulary, settings)
+    module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
     requests = warmup_requests(vocabulary, settings)
     write_saved_model(module, config, vocabulary.model_path, requests, final_dir)
     compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.xla else ""
+    compiled += f", {settings.quantize} products" if settings.quantize else ""
     print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
           f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
           f"{len(requests)} warm-up requests)")

@@ -19,7 +19,7 @@ import time
 import keras
 import numpy as np
 
-from t2t_lite import attention_page, checkpoints, decoding, registry
+from t2t_lite import attention_page, checkpoints, decoding, quantization, registry
 from t2t_lite.hparam import HParamsError, parse_overrides
 
 EOS_ID = 1
@@ -47,8 +47,10 @@ class DecodeHParams:
     return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
     xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
     max_input_size: int = 0  # Longer inputs are cut to this many ids (EOS included), and named; 0 = no cut.
+    quantize: str = ""  # "int8": int8 products after restoring (t2t_lite/quantization.py); "" = float32 as trained.
 
     def __post_init__(self):
+        quantization.check_mode(self.quantize)
         cut_ok = self.max_input_size == 0 or self.max_input_size >= 2
         if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or not cut_ok:
             raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
@@ -296,8 +298,10 @@ def _pieces(vocabulary, ids) -> list:
     return ["<eos>" if i == EOS_ID else vocabulary.decode([i]) or f"<{i}>" for i in ids]
 
 
-def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer"):
-    """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary."""
+def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer",
+               quantize: str = ""):
+    """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary, its products quantized as asked."""
     vocabulary = problem.vocabulary(data_dir)
-    return checkpoints.load_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
-                                  problem.name, getattr(vocabulary, "fingerprint", None))
+    model = checkpoints.load_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
+                                   problem.name, getattr(vocabulary, "fingerprint", None))
+    return quantization.quantize_for_decoding(model, quantize)

@@ -43,9 +43,11 @@ class CheckpointTranslator:
 
     def translate(self, checkpoint_path: str, lines: list) -> list:
         """The best hypothesis of each line, decoded with the weights of `checkpoint_path`."""
-        if self.model is None:  # the first load also checks problem.json against the problem and vocabulary
+        # The first load also checks problem.json against the problem and vocabulary. A quantized
+        # model has int8 variables where a checkpoint has float32 ones: it is loaded anew each time.
+        if self.model is None or self.settings.quantize:
             self.model = inference.load_model(self.problem, self.hparams, self.data_dir, checkpoint_path,
-                                              self.model_name)
+                                              self.model_name, self.settings.quantize)
         else:
             checkpoints.restore_weights(self.model, checkpoint_path)  # every checkpoint of a run: one architecture
         translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)

@@ -254,7 +254,7 @@ def test_layout_assets_and_variables(setup):
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         config = json.load(file)
     assert config["problem"] == "translate_files" and config["step"] == STEP
-    assert config["decode_hparams"] == {**DECODE, "xla": False} and config["xla_buckets"] is None
+    assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": ""} and config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
     loaded = tf.saved_model.load(version_dir)
     for name, signature in config["signatures"].items():  # the record lists every output the graph has
@@ -293,10 +293,10 @@ def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
     (decoded in chunks); the ids signature gives decode_batch(xla=True)'s ids."""
     loaded = tf.saved_model.load(xla_version_dir)
     with open(os.path.join(xla_version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
-        assert json.load(file)["xla_buckets"] == {"length": [16], "batch": [1, 4, 16, 64]}
+        assert json.load(file)["xla_buckets"] == {"length": [16], "batch": [1, 4, 8, 16, 32, 64]}
     decoder = inference.DecodeHParams(DECODE["beam_size"], DECODE["alpha"], DECODE["extra_length"], xla=True)
     sentences = random_sentences(seed=3, count=150, max_words=4)
-    for count in (1, 3, 16, 17, 64, 150):
+    for count in (1, 3, 5, 16, 17, 64, 150):
         outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences[:count]))
         expected = inference.translate(setup["model"], setup["vocab"], sentences[:count], decoder, progress=False)
         assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
@@ -383,3 +383,35 @@ def test_in_graph_normalization_equals_python_str_split():
              "\u200b zero-width space is not whitespace", "a\u2028b\u0085c\u001fd"]
     got = vocabulary.normalize_text_in_graph(tf.constant(texts)).numpy()
     assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]
+
+
+def test_int8_export_decodes_as_the_int8_library_and_keeps_the_trained_translations(setup):
+    """`--decode_hparams=quantize=int8`: int8 weights in the SavedModel, the same ids as decode_batch on the
+    quantized model, and the trained model's translations (word reversal) almost all unchanged."""
+    export_dir = str(setup["root"] / "export_int8")
+    flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
+    run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
+        f"{name}={value}" for name, value in {**DECODE, "quantize": "int8", "xla": "true"}.items())])
+    version_dir = os.path.join(export_dir, str(STEP))
+    with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
+        assert json.load(file)["decode_hparams"]["quantize"] == "int8"
+    reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
+    dtypes = [dtype for name, dtype in reader.get_variable_to_dtype_map().items() if name.startswith("model_weights/")]
+    # One encoder layer (4 attention projections, 2 FFN), one decoder layer (4 + 4 + 2), the shared embedding.
+    assert dtypes.count(tf.int8) == 6 + 10 + 1
+    loaded = tf.saved_model.load(version_dir)
+
+    sentences = random_sentences(seed=2, count=64)
+    int8_model = inference.load_model(registry.problem("translate_files"), setup["hparams"],
+                                      str(setup["root"] / "data"), str(setup["root"] / "train"), quantize="int8")
+    vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
+    batch = padded([vocab.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in sentences])
+    ids, _ = decoding.decode_batch(int8_model, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
+                                   extra_length=DECODE["extra_length"])
+    outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
+    np.testing.assert_array_equal(outputs[:, :ids.shape[1]], ids)
+    texts = [text.decode() for text in loaded.signatures[export.TEXT_SIGNATURE](
+        inputs=tf.constant(sentences))["outputs"].numpy()]
+    float32_texts = library_translations(setup, sentences)[0]
+    assert sum(a == b for a, b in zip(texts, float32_texts)) >= 0.9 * len(sentences), \
+        list(zip(texts, float32_texts))[:8]

@@ -41,7 +41,7 @@ def main(argv):
     lines = _read_lines() if FLAGS.decode_from_file else None
     output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
     page = _attention_page_path()
-    vocabulary, model = t2t_flags.trained_model(problem, hparams)
+    vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     if FLAGS.decode_interactive:
         inference.decode_interactive(model, vocabulary, settings)
         return

@@ -113,13 +113,16 @@ def decode_settings(hparams, problem):
                          f"--decode_hparams: {message}") from None
 
 
-def trained_model(problem, hparams):
-    """The vocabulary and the model of --checkpoint_path (or the latest in --output_dir); errors name the file."""
+def trained_model(problem, hparams, quantize: str = ""):
+    """The vocabulary and the model of --checkpoint_path (or the latest in --output_dir); errors name the file.
+
+    `quantize` is the decode settings' (e.g. "int8"), applied once the float32 weights are restored.
+    """
     from t2t_lite import inference
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
         model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
-                                     FLAGS.model)
+                                     FLAGS.model, quantize)
     except FileNotFoundError as error:  # CheckpointError too
         raise UsageError(str(error)) from None
     return vocabulary, model

@@ -31,7 +31,7 @@ def main(argv):
     hparams = t2t_flags.trained_hparams(model_dir)
     settings = t2t_flags.decode_settings(hparams, problem)
     checkpoint = FLAGS.checkpoint_path or FLAGS.output_dir
-    vocabulary, model = t2t_flags.trained_model(problem, hparams)
+    vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     limit, reason = insights.max_input_ids(model, hparams, settings)
     page = insights.Insights(
         model, vocabulary, settings, max_input_ids=limit, limit_reason=reason, title=f"t2t-insights: {problem.name}",

@@ -1,0 +1,128 @@
+"""int8 products for decoding (t2t_lite/quantization.py) against the scheme's formula, written out here in numpy.
+
+    s_W[j] = 127 / max_i |W[i, j]|,  W_q = round(W · s_W);  s_x = 127 / max_i |x[i]|,  x_q = round(x · s_x)
+    y[j] = (x_q · W_q)[j] / (s_x · s_W[j])
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import decoding, inference, quantization, registry
+from t2t_lite.embedding import SharedEmbedding
+from t2t_lite.hparam import HParams, HParamsError
+from t2t_lite.models import Transformer
+
+VOCAB, HIDDEN = 50, 16
+
+
+def quantized_by_formula(matrix, axis):
+    """(int8 values, scale) of `matrix` with one scale per slice along `axis` (numpy, float64)."""
+    scale = 127.0 / (np.abs(matrix).max(axis=axis, keepdims=True) + 1e-7)
+    return np.clip(np.round(matrix * scale), -127, 127), scale
+
+
+def embedding_pair(seed=0):
+    """A float32 SharedEmbedding and an int8 copy of it."""
+    tf.keras.utils.set_random_seed(seed)
+    layers = [SharedEmbedding(VOCAB, HIDDEN) for _ in range(2)]
+    for layer in layers:
+        layer.build()
+    layers[1].embeddings.assign(layers[0].embeddings)
+    layers[1].quantize("int8")
+    return layers
+
+
+def test_the_pre_softmax_projection_is_the_int8_formula():
+    float_layer, int8_layer = embedding_pair()
+    matrix = float_layer.embeddings.numpy().astype(np.float64)
+    hidden = np.random.default_rng(1).normal(size=(6, HIDDEN)).astype(np.float32)
+    matrix_q, matrix_scale = quantized_by_formula(matrix, axis=1)          # one scale per vocabulary row
+    hidden_q, hidden_scale = quantized_by_formula(hidden.astype(np.float64), axis=1)  # one per hidden row
+    expected = (hidden_q @ matrix_q.T) / (hidden_scale * matrix_scale.T)
+    np.testing.assert_allclose(int8_layer.logits(tf.constant(hidden)).numpy(), expected, rtol=1e-5, atol=1e-6)
+    # ... and within the rounding of two 8-bit operands of the float32 product.
+    exact = hidden @ matrix.T
+    assert np.abs(expected - exact).max() < 0.02 * np.abs(exact).max()
+
+
+def test_the_embedding_lookup_uses_the_dequantized_rows_and_keeps_padding_zero():
+    float_layer, int8_layer = embedding_pair()
+    matrix_q, matrix_scale = quantized_by_formula(float_layer.embeddings.numpy().astype(np.float64), axis=1)
+    ids = np.array([[3, 7, 0], [49, 1, 0]])
+    expected = (matrix_q / matrix_scale)[ids] * np.sqrt(HIDDEN) * (ids != 0)[..., None]
+    np.testing.assert_allclose(int8_layer(tf.constant(ids)).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_int8_layer_keeps_int8_variables_only():
+    _, int8_layer = embedding_pair()
+    assert sorted((variable.name, variable.dtype) for variable in int8_layer.weights) == [
+        ("embeddings_int8", "int8"), ("embeddings_scale", "float32")]
+    with pytest.raises(NotImplementedError, match="int8"):
+        embedding_pair()[0].quantize("int4")
+
+
+@pytest.fixture(scope="module")
+def models():
+    """A random tiny Transformer (float32) and its int8 copy."""
+    hparams = HParams(hidden_size=32, filter_size=64, num_heads=4, num_hidden_layers=2, max_length=32,
+                      layer_prepostprocess_dropout=0.0)
+    built = []
+    for _ in range(2):
+        tf.keras.utils.set_random_seed(3)
+        model = Transformer(hparams, vocab_size=VOCAB)
+        model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})
+        built.append(model)
+    return built[0], quantization.quantize_for_decoding(built[1], "int8")
+
+
+def sentences(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    batch = np.zeros([len(lengths), max(lengths)], np.int32)
+    for row, length in enumerate(lengths):
+        batch[row, :length] = np.append(rng.integers(3, VOCAB, size=length - 1), decoding.EOS_ID)
+    return batch
+
+
+def test_every_product_weight_is_int8_and_the_rest_stays_float32(models):
+    float_model, int8_model = models
+    dense = [layer for layer in int8_model._flatten_layers() if isinstance(layer, tf.keras.layers.Dense)]
+    # Per layer: 4 self-attention projections and the FFN's 2; per decoder layer 4 more (encoder-decoder).
+    assert len(dense) == 2 * 6 + 2 * 10
+    assert all(layer._kernel.dtype == "int8" for layer in dense)
+    int8_names = sorted(variable.path for variable in int8_model.weights if variable.dtype == "int8")
+    assert len(int8_names) == len(dense) + 1  # and the shared embedding
+    norms = [variable for variable in int8_model.weights if "layer_norm" in variable.path or "norm" in variable.name]
+    assert norms and all(variable.dtype == "float32" for variable in norms)
+    assert float_model.count_params() > 0 and all(variable.dtype == "float32" for variable in float_model.weights)
+
+
+def test_teacher_forced_predictions_stay_those_of_the_float32_model(models):
+    float_model, int8_model = models
+    features = {"inputs": sentences([9, 6, 12], seed=1), "targets": sentences([8, 10, 5], seed=2)}
+    exact, int8 = float_model(features).numpy(), int8_model(features).numpy()
+    assert np.abs(int8 - exact).max() < 0.1 * exact.std()
+    assert np.mean(int8.argmax(-1) == exact.argmax(-1)) > 0.9
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_int8_cached_decoding_equals_full_recomputation_and_xla(models, beam_size):
+    """Activations are quantized per position, so the cache and XLA's static shapes change nothing."""
+    _, int8_model = models
+    inputs = sentences([5, 7, 11], seed=4)
+    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
+    cached_ids, cached_scores = decoding.decode_batch(int8_model, inputs, **settings)
+    full_ids, full_scores = decoding.decode_batch(int8_model, inputs, use_cache=False, **settings)
+    xla_ids, xla_scores = decoding.decode_batch(int8_model, inputs, xla=True, **settings)
+    np.testing.assert_array_equal(cached_ids, full_ids)
+    np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
+    np.testing.assert_array_equal(xla_ids, cached_ids[..., :xla_ids.shape[-1]])
+    np.testing.assert_allclose(xla_scores, cached_scores, rtol=1e-4)
+
+
+def test_an_unknown_mode_names_the_flag_and_the_choices():
+    problem, hparams = registry.problem("algorithmic_reverse"), registry.hparams("transformer_tiny")
+    assert inference.decode_hparams(hparams, problem, "quantize=int8").quantize == "int8"
+    assert inference.decode_hparams(hparams, problem).quantize == ""
+    with pytest.raises(HParamsError, match=r"--decode_hparams: quantize='int4'.*'int8'"):
+        inference.decode_hparams(hparams, problem, "quantize=int4")
