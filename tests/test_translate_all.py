@@ -3,6 +3,7 @@
 The command line is run as a subprocess, as a user runs it beside a training run.
 """
 
+import dataclasses
 import os
 import re
 import shutil
@@ -91,6 +92,20 @@ def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_
                                         str(tmp_path), min_steps=10, average_last_n=2, log=messages.append)
     assert again == [] and {path: os.stat(path).st_mtime_ns for path in expected} == before
     assert sum("exists already, skipped" in message for message in messages) == 3
+
+
+def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_int8(run, tmp_path):
+    """quantize=int8: each checkpoint's float32 weights are quantized anew (an int8 model takes no checkpoint)."""
+    problem, _, _, data_dir, model_dir, source = run
+    int8 = dataclasses.replace(SETTINGS, quantize="int8")
+    translate_all.translate_all(translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
+                                model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=lambda _: None)
+    for step in (10, 20):
+        model = inference.load_model(problem, HPARAMS, data_dir, os.path.join(model_dir, f"ckpt-{step}"),
+                                     quantize="int8")
+        alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
+        assert read_lines(str(tmp_path / f"src.txt-{step}")) == [t.hypotheses[0] for t in alone]
+    assert read_lines(str(tmp_path / "src.txt-10")) != read_lines(str(tmp_path / "src.txt-20"))
 
 
 def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path, monkeypatch):
