@@ -117,7 +117,8 @@ def _filter_stderr_until_exit() -> None:
         try:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            # Only the pipe and the real stderr stay open, so that the tool's other files (its
+            # Only the pipe's read end and the real stderr stay open: the filter sees the pipe end
+            # once the tool's copies of the write end are closed, and the tool's other files (its
             # stdout read by a caller) close when the tool exits.
             os.dup2(os.open(os.devnull, os.O_RDWR), 0)
             os.dup2(0, 1)
