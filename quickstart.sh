@@ -57,9 +57,10 @@ else
     --decode_hparams="beam_size=4,alpha=0.6"
 fi
 # Only tensorflow and tensorflow_text are needed to serve the export, as in TF Serving. Loaded this
-# way, TensorFlow prints its C++ start-up lines (Abseil INFO, no CUDA driver), which no setting
-# silences; they are filtered here as the t2t-* tools filter them, and any other line passes.
-TF_STARTUP='^(I[0-9]{4} |WARNING: All log messages before absl::InitializeLog|E[0-9]{4} .*(cuda_platform\.cc:[0-9]+\] failed call to cuInit|oneDNN supports DT_INT64 only))'
+# way, TensorFlow prints its C++ start-up lines (Abseil INFO, no CUDA driver) and the SentencePiece
+# op its INFO line on loading the vocabulary, which no setting silences; they are filtered here as
+# the t2t-* tools filter them, and any other line passes.
+TF_STARTUP='^(I[0-9]{4} |WARNING: All log messages before absl::InitializeLog|E[0-9]{4} .*(cuda_platform\.cc:[0-9]+\] failed call to cuInit|oneDNN supports DT_INT64 only)|[A-Za-z0-9_./-]+\.cc\([0-9]+\) LOG\(INFO\) )'
 TF_CPP_MIN_LOG_LEVEL=1 $BIN/python - "$EXPORT/$STEP" 2> >(grep -Ev "$TF_STARTUP" >&2) <<'PY'
 import sys
 import tensorflow as tf

@@ -15,6 +15,10 @@ With that standard layout the standard split is used: sections 02-21 train,
 22 dev, 23 test (00, 01 and 24 are not used). Any other set of `.mrg` files under
 `<tmp_dir>/wsj` (e.g. NLTK's 10% sample) is split by file: a file goes to dev when
 the MD5 of its name modulo 20 is 0, to test when it is 1, else to train.
+
+A split's `.mrg` files are the raw files t2t-datagen records (`t2t_lite.raw_fingerprint`):
+a rerun after one of them changed, or one was added or removed, stops and names it;
+`--overwrite` regenerates.
 """
 
 import glob
@@ -32,10 +36,15 @@ STANDARD_SECTIONS = {
 }
 
 
+def mrg_files(tmp_dir: str) -> list:
+    """Every .mrg file under <tmp_dir>/wsj, maybe none."""
+    return sorted(glob.glob(os.path.join(tmp_dir, "wsj", "**", "*.mrg"), recursive=True))
+
+
 def treebank_files(tmp_dir: str) -> list:
-    """Every .mrg file under <tmp_dir>/wsj; an error says where to put them when there are none."""
+    """`mrg_files`; an error says where to put them when there are none."""
     root = os.path.join(tmp_dir, "wsj")
-    files = sorted(glob.glob(os.path.join(root, "**", "*.mrg"), recursive=True))
+    files = mrg_files(tmp_dir)
     if not files:
         raise FileNotFoundError(
             f"No Penn Treebank files (*.mrg) under {root}. The WSJ treebank is LDC-licensed (LDC99T42): "
@@ -45,8 +54,8 @@ def treebank_files(tmp_dir: str) -> list:
     return files
 
 
-def split_files(files: list, tmp_dir: str) -> dict:
-    """split -> files: the standard WSJ sections when present, else a split by file-name hash."""
+def split_files(files: list, tmp_dir: str, *, note_layout: bool = True) -> dict:
+    """split -> files: the standard WSJ sections when present, else a split by file-name hash, said aloud."""
     root = os.path.join(tmp_dir, "wsj")
     by_section = {}
     for path in files:
@@ -57,9 +66,10 @@ def split_files(files: list, tmp_dir: str) -> dict:
         return {split: [path for section in sections for path in by_section[section]]
                 for split, sections in STANDARD_SECTIONS.items()}
     # Said aloud: a partial or nested copy of the treebank would otherwise score on another test set.
-    print(f"parsing_wsj: {root} lacks the standard sections {', '.join(missing)} (expected {root}/NN/*.mrg "
-          f"for NN = 02-23), so the files are split by name hash: the test set is not section 23 and scores "
-          f"are not comparable with §6.3.")
+    if note_layout:
+        print(f"parsing_wsj: {root} lacks the standard sections {', '.join(missing)} (expected {root}/NN/*.mrg "
+              f"for NN = 02-23), so the files are split by name hash: the test set is not section 23 and "
+              f"scores are not comparable with §6.3.")
     splits = {"train": [], "dev": [], "test": []}
     for path in files:
         bucket = int(hashlib.md5(os.path.basename(path).encode("utf-8")).hexdigest(), 16) % 20
@@ -88,6 +98,10 @@ class ParsingWsj(TextProblem):
 
     def decode_defaults(self) -> dict:
         return {"beam_size": 21, "alpha": 0.3, "extra_length": 300}  # §6.3
+
+    def raw_files(self, tmp_dir: str, split: str) -> list:
+        files = mrg_files(tmp_dir)
+        return split_files(files, tmp_dir, note_layout=False)[split] if files else []
 
     def text_pairs(self, tmp_dir: str, split: str):
         return tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir)[split])

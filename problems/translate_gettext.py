@@ -32,6 +32,11 @@ How catalogs become pairs (`catalog_pairs`):
 - Split: a pair goes to dev or test when the MD5 of its English text falls in the
   first or second `HOLDOUT_PERCENT` percent, else to train, so an English sentence
   (with all its translations) is in exactly one split, whatever the catalogs.
+
+The catalogs are the raw files that t2t-datagen records (`t2t_lite.raw_fingerprint`,
+by absolute path): after a package is installed, upgraded or removed, a rerun on the
+same --data_dir stops and names the catalogs that appeared, changed or disappeared;
+`--overwrite` regenerates the data from the catalogs installed now.
 """
 
 import glob
@@ -160,12 +165,17 @@ class TranslateGettext(TextProblem):
         super().__init__(was_reversed)
         self.locale_dir = locale_dir
 
-    def catalog_paths(self) -> list:
-        """`<locale_dir>/<lang>/LC_MESSAGES/*.mo` (also `<lang>_<COUNTRY>` for the main country)."""
+    def installed_catalogs(self) -> list:
+        """`<locale_dir>/<lang>/LC_MESSAGES/*.mo` (also `<lang>_<COUNTRY>` for the main country), maybe none."""
         languages = (self.target_language, f"{self.target_language}_{self.target_language.upper()}")
         paths = []
         for language in languages:
             paths += glob.glob(os.path.join(self.locale_dir, language, "LC_MESSAGES", "*.mo"))
+        return sorted(paths)
+
+    def catalog_paths(self) -> list:
+        """`installed_catalogs`, or an error saying where they come from when there are none."""
+        paths = self.installed_catalogs()
         if not paths:
             raise FileNotFoundError(
                 f"No gettext catalogs found under {self.locale_dir}/{self.target_language}/LC_MESSAGES/*.mo. "
@@ -175,6 +185,10 @@ class TranslateGettext(TextProblem):
                 f"with --problem=translate_files."
             )
         return paths
+
+    def raw_files(self, tmp_dir: str, split: str) -> list:
+        # Every split draws on every catalog, so one installed or removed with a package is a change.
+        return self.installed_catalogs()
 
     def text_pairs(self, tmp_dir: str, split: str):
         return [pair for pair in catalog_pairs(self.catalog_paths()) if split_of(pair[0]) == split]

@@ -71,7 +71,7 @@ class Problem(abc.ABC):
         """Writes the vocabulary and the TFRecord files of every split; reuses what exists."""
 
     def raw_files(self, tmp_dir: str, split: str) -> list:
-        """The files in `tmp_dir` that `split` is generated from (recorded to notice changes); [] = none."""
+        """The files `split` is generated from, in `tmp_dir` or not (recorded to notice changes); [] = none."""
         return []
 
     def generated_files(self, data_dir: str) -> list:

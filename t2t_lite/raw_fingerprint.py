@@ -10,7 +10,14 @@ size, modification time and SHA-256:
 * size changed: changed;
 * same size, other mtime (a `cp`, `touch` or re-download): the content decides, so
   a copy of the same text raises no false alarm and an edit that keeps the size is
-  still found.
+  still found;
+* a file that appeared or disappeared (a split's `.mrg` file added, a gettext catalog
+  installed or removed with its package): changed too.
+
+A file is named relative to --tmp_dir, or by its absolute path when it lies elsewhere
+(the system's gettext catalogs). Which files a split is made from is the problem's
+`raw_files`: translate_files' `.src`/`.tgt`, parsing_wsj's `.mrg` files of the split,
+every catalog of the gettext problems (each split draws on all of them).
 
 Hashing reads each raw file once more when a split is written, a small cost beside
 tokenizing it. Problems without raw files (the synthetic algorithmic ones, or WMT,
@@ -54,9 +61,15 @@ def is_unchanged(path: str, recorded: dict) -> bool:
     return file_fingerprint(path)["sha256"] == recorded["sha256"]
 
 
+def file_name(path: str, tmp_dir: str) -> str:
+    """How a raw file is recorded and named: relative to tmp_dir when inside it, else its absolute path."""
+    path, tmp_dir = os.path.abspath(path), os.path.abspath(tmp_dir)
+    return os.path.relpath(path, tmp_dir) if path.startswith(os.path.join(tmp_dir, "")) else path
+
+
 def split_fingerprint(problem, tmp_dir: str, split: str) -> dict:
-    """{file name relative to tmp_dir: fingerprint} of the raw files of `split`."""
-    return {os.path.relpath(path, tmp_dir): file_fingerprint(path) for path in problem.raw_files(tmp_dir, split)}
+    """{`file_name`: fingerprint} of the raw files of `split`."""
+    return {file_name(path, tmp_dir): file_fingerprint(path) for path in problem.raw_files(tmp_dir, split)}
 
 
 def read_record(path: str) -> dict:
@@ -67,8 +80,8 @@ def read_record(path: str) -> dict:
 
 
 def changed_files(recorded: dict, problem, tmp_dir: str, split: str) -> list:
-    """Names (relative to tmp_dir) of the split's raw files that changed, appeared or disappeared."""
-    current = {os.path.relpath(path, tmp_dir) for path in problem.raw_files(tmp_dir, split)}
+    """Names (`file_name`) of the split's raw files that changed, appeared or disappeared."""
+    current = {file_name(path, tmp_dir) for path in problem.raw_files(tmp_dir, split)}
     changed = sorted(current ^ set(recorded))
     changed += sorted(name for name in current & set(recorded)
                       if not is_unchanged(os.path.join(tmp_dir, name), recorded[name]))
@@ -82,9 +95,14 @@ def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
     changes = {split: names for split, names in changes.items() if names}
     if not changes:
         return
-    listed = "; ".join(f"{split}: {', '.join(names)}" for split, names in changes.items())
+    splits_of = {}  # splits drawing on the same files (every gettext split) are named together
+    for split, names in changes.items():
+        splits_of.setdefault(tuple(names), []).append(split)
+    listed = "; ".join(f"{', '.join(splits)}: {', '.join(names)}" for names, splits in splits_of.items())
+    outside = all(os.path.isabs(name) for names in splits_of for name in names)  # e.g. the system's catalogs
+    where = "" if outside else f" in --tmp_dir={tmp_dir}"
     raise RawDataChangedError(
-        f"The raw files of {problem.base_name} in --tmp_dir={tmp_dir} changed since the data in "
+        f"The raw files of {problem.base_name}{where} changed since the data in "
         f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to "
         f"regenerate the vocabulary and every split from them (the old ones are deleted), restore the old raw "
         f"files, or choose another --data_dir.")

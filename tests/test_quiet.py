@@ -1,10 +1,13 @@
 """Quiet by default (t2t_lite/cli/__init__.py): a datagen → train → average → decode → export chain,
 each tool in a fresh process as a user runs it, prints only the tools' own lines; --verbosity or a
-TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back."""
+TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back; the filter on stderr loses nothing,
+however the tool ends."""
 
 import os
 import random
 import re
+import select
+import signal
 import subprocess
 import sys
 
@@ -16,9 +19,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,max_length=32"
 # What TensorFlow and absl write on their own: C++ log lines (I0000, E0000, W0000 ... file.cc:N]),
 # absl's Python format (I1122 12:48:49.842705 1406... functional_saver.py:440]), TensorFlow's
-# Python logger, and the start-up notes about CUDA and oneDNN.
+# Python logger, the start-up notes about CUDA and oneDNN, and SentencePiece's C++ lines
+# (normalizer.cc(51) LOG(INFO) ...) from tensorflow-text's op.
 NOT_OURS = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\]|^(WARNING|INFO|ERROR):tensorflow|"
-                      r"absl::InitializeLog|cuda|cuInit|oneDNN|cpu_feature_guard|rebuild TensorFlow", re.IGNORECASE)
+                      r"absl::InitializeLog|cuda|cuInit|oneDNN|cpu_feature_guard|rebuild TensorFlow|"
+                      r"\.cc\(\d+\) LOG\(", re.IGNORECASE)
+# A translate_files problem: t2t-datagen encodes its pairs, and t2t-exporter its serving inputs,
+# with tensorflow-text's SentencePiece op, whose own SentencePiece logs each model it loads.
 USR_DIR = """
 from t2t_lite import registry
 from t2t_lite.problems.translate_files import TranslateFiles
@@ -79,6 +86,82 @@ def test_the_chain_prints_only_the_tools_own_lines(corpus):
     assert os.path.exists(os.path.join(root, "output.txt")) and os.listdir(os.path.join(root, "export"))
 
 
+# A tool in miniature (the filter starts in a process named t2t-*): it writes, to file descriptor 2
+# as C++ does and through sys.stderr as Python does, lines to keep and lines to drop, a SentencePiece
+# line in pieces as std::cerr writes it, far more than the pipe holds, and ends as argv[1] says.
+FAKE_TOOL = """
+import os
+import sys
+import time
+
+from absl import app
+
+import t2t_lite.cli
+
+
+def main(argv):
+    os.write(2, b"I0000 00:00:1795351719.218342    5388 port.cc:153] oneDNN custom operations are on.\\n")
+    print("ours: starting", file=sys.stderr, flush=True)
+    for piece in (b"normalizer.cc", b"(", b"51", b") ", b"LOG(", b"INFO", b") ", b"precompiled_charsmap is empty.\\n"):
+        os.write(2, piece)
+    os.write(2, b"W0000 00:00:1795351719.218342    5388 some_op.cc:7] a warning of TensorFlow's\\n")
+    os.write(2, b"".join(b"ours: line %d\\n" % k for k in range(20000)))
+    if argv[1] == "progress":  # a progress bar redrawn on one line, then a wait
+        for percent in range(1, 101):
+            os.write(2, b"\\r %d%%" % percent)
+            time.sleep(0.02)
+        sys.stdin.read(1)
+    print("ours: last line", file=sys.stderr)
+    if argv[1] == "raise":
+        raise RuntimeError("boom")
+    if argv[1] == "os._exit":
+        sys.stderr.flush()
+        os._exit(0)
+
+
+app.run(main)
+"""
+KEPT = (["ours: starting", "W0000 00:00:1795351719.218342    5388 some_op.cc:7] a warning of TensorFlow's"]
+        + [f"ours: line {k}" for k in range(20000)])
+
+
+def fake_tool(tmp_path):
+    path = tmp_path / "t2t-fake"
+    path.write_text(FAKE_TOOL)
+    environment = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    return [sys.executable, str(path)], environment
+
+
+@pytest.mark.parametrize("ending, returncode", [("return", 0), ("raise", 1), ("os._exit", 0)])
+def test_the_filter_loses_nothing_however_the_tool_ends(tmp_path, ending, returncode):
+    command, environment = fake_tool(tmp_path)
+    result = subprocess.run([*command, ending], capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == returncode and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[:len(KEPT) + 1] == KEPT + ["ours: last line"]
+    if ending == "raise":
+        assert lines[len(KEPT) + 1].startswith("Traceback") and lines[-1] == "RuntimeError: boom"
+    else:
+        assert len(lines) == len(KEPT) + 1
+
+
+def test_an_unfinished_line_shows_and_ctrl_c_leaves_the_filter_running(tmp_path):
+    command, environment = fake_tool(tmp_path)
+    process = subprocess.Popen([*command, "progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
+                               start_new_session=True)
+    seen, progress = b"", b""
+    while not seen.endswith(b"\r 100%"):
+        assert select.select([process.stderr], [], [], 60)[0], seen[-200:]
+        seen += os.read(process.stderr.fileno(), 1 << 16)
+        shown = seen.split(b"\n")[-1]
+        if shown.startswith(b"\r"):
+            progress = progress or shown  # the bar as it first showed
+    assert not progress.endswith(b"\r 100%")  # shown while it was being redrawn, not only at the end
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the tool and its filter
+    seen += process.stderr.read()
+    assert process.wait(timeout=60) != 0 and seen.endswith(b"KeyboardInterrupt\n"), seen[-500:]
+
+
 @pytest.mark.parametrize("asked", [["--verbosity=0"], {"TF_CPP_MIN_LOG_LEVEL": "0"}])
 def test_the_user_can_ask_for_tensorflows_log(asked):
     flags, env = (asked, None) if isinstance(asked, list) else ([], asked)
@@ -96,6 +179,9 @@ def test_only_the_documented_lines_are_dropped():
     other_error = "E0000 00:00:1795351723.442451    5388 some_kernel.cc:12] Out of memory\n"
     assert cli._dropped(info, no_driver=False) and cli._dropped(banner, no_driver=False)
     assert cli._dropped(cuinit, no_driver=True)
+    assert cli._dropped("normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n",
+                        no_driver=False)
+    assert not cli._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
     assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
     assert not cli._dropped(other_error, no_driver=True)
     assert not cli._dropped("t2t-trainer: --output_dir: ... is in use by ...\n", no_driver=True)

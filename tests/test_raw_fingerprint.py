@@ -9,7 +9,10 @@ from absl.testing import flagsaver
 from t2t_lite import datagen, raw_fingerprint
 from t2t_lite.cli import datagen as datagen_cli
 from t2t_lite.cli import flags
+from t2t_lite.problems.translate_gettext import TranslateEndeGettext
 from test_problem import TinyFiles, sentence_pairs, write_corpus
+from test_problems_gettext import COREUTILS, TAR, write_mo
+from test_problems_parsing import TinyParsing, write_treebank
 
 
 def data_files(data_dir):
@@ -106,3 +109,63 @@ def test_cli_offers_overwrite_and_checks_paths_first(generated, tmp_path, monkey
     with flagsaver.flagsaver(problem="tiny_files", data_dir=str(a_file), tmp_dir=tmp_dir):
         with pytest.raises(flags.UsageError, match="--data_dir=.*a_file: is a file"):
             datagen_cli.main([])
+
+
+class TinyGettext(TranslateEndeGettext):
+    approx_vocab_size = 400
+    num_shards = {"train": 1, "dev": 1, "test": 1}
+
+
+def test_gettext_catalogs_changed_installed_or_removed_stop_the_rerun(tmp_path):
+    """The catalogs lie outside --tmp_dir (the system's locale directory): named by their absolute paths."""
+    messages = tmp_path / "locale" / "de" / "LC_MESSAGES"
+    messages.mkdir(parents=True)
+    coreutils, tar, wget = (str(messages / name) for name in ("coreutils.mo", "tar.mo", "wget.mo"))
+    write_mo(coreutils, COREUTILS)
+    write_mo(tar, TAR)
+    problem = TinyGettext(locale_dir=str(tmp_path / "locale"))
+    data_dir, tmp_dir = str(tmp_path / "data"), str(tmp_path / "tmp")
+    first = datagen.generate(problem, data_dir, tmp_dir)
+    record = raw_fingerprint.read_record(raw_fingerprint.record_path(data_dir, "tiny_gettext"))
+    assert {split: sorted(files) for split, files in record.items()} == {"train": [coreutils, tar],
+                                                                          "dev": [coreutils, tar],
+                                                                          "test": [coreutils, tar]}
+    before = data_files(data_dir)
+
+    write_mo(wget, [("Saving to: %s", "Wird in %s gespeichert.")])  # a package installed
+    with pytest.raises(raw_fingerprint.RawDataChangedError,
+                       match=rf"of tiny_gettext changed since .*\(dev, test, train: {wget}\)\. Rerun"):
+        datagen.generate(problem, data_dir, tmp_dir)
+    os.remove(wget)
+    write_mo(tar, TAR[:-1] + [("Archive is compressed", "Archiv ist komprimiert")])  # upgraded
+    os.remove(coreutils)  # removed
+    with pytest.raises(raw_fingerprint.RawDataChangedError, match=rf"\(dev, test, train: {coreutils}, {tar}\)"):
+        datagen.generate(problem, data_dir, tmp_dir)
+    assert data_files(data_dir) == before  # nothing touched
+
+    report = datagen.generate(problem, data_dir, tmp_dir, overwrite=True)
+    assert sum(report.written.values()) == len(TAR) < sum(first.written.values())
+    assert datagen.generate(problem, data_dir, tmp_dir).reused == ["train", "dev", "test"]
+
+
+def test_a_changed_treebank_file_stops_the_rerun_naming_it(tmp_path):
+    tmp_dir, data_dir = str(tmp_path / "raw"), str(tmp_path / "data")
+    write_treebank(tmp_dir, [f"{n:02d}" for n in range(25)])
+    datagen.generate(TinyParsing(), data_dir, tmp_dir)
+    record = raw_fingerprint.read_record(raw_fingerprint.record_path(data_dir, "tiny_parsing"))
+    assert sorted(record["test"]) == [os.path.join("wsj", "23", "wsj_2301.mrg")]
+    assert len(record["train"]) == 20  # sections 02-21; 00, 01 and 24 are not used
+    before = data_files(data_dir)
+
+    with open(os.path.join(tmp_dir, "wsj", "05", "wsj_0501.mrg"), "a") as file:
+        file.write("( (S (NP-SBJ (NNP Pierre) ) (VP (VBZ sleeps) ) (. .) ))\n")
+    os.rename(os.path.join(tmp_dir, "wsj", "23", "wsj_2301.mrg"), os.path.join(tmp_dir, "wsj", "23", "wsj_2302.mrg"))
+    with pytest.raises(raw_fingerprint.RawDataChangedError,
+                       match=r"in --tmp_dir=.*\(test: wsj/23/wsj_2301\.mrg, wsj/23/wsj_2302\.mrg; "
+                             r"train: wsj/05/wsj_0501\.mrg\)"):
+        datagen.generate(TinyParsing(), data_dir, tmp_dir)
+    assert data_files(data_dir) == before
+
+    report = datagen.generate(TinyParsing(), data_dir, tmp_dir, overwrite=True)
+    assert report.written == {"train": 41, "dev": 2, "test": 2}
+    assert datagen.generate(TinyParsing(), data_dir, tmp_dir).reused == ["train", "dev", "test"]

@@ -1,38 +1,54 @@
 """The t2t-* command-line tools: each module parses absl flags and calls one library function.
 
-Every tool imports this package before TensorFlow, so it is the one place that keeps them
-quiet: a tool prints its own lines, warnings and errors, not TensorFlow's start-up log.
-What TensorFlow 2.21 prints, and how each is kept out:
+A tool is quiet by default: it prints its own lines, warnings and errors, not the log of
+the libraries under it. This package is the one place that does it (every tool imports it
+before TensorFlow), and only in a tool's process: one started as `t2t-*` (bin/ or the
+installed entry point). Imported anywhere else (tests, a notebook) it changes nothing.
+What TensorFlow 2.21 and tensorflow-text print, and how each is kept out:
 
 * C++ lines through TensorFlow's own logging (`cpu_feature_guard.cc`, `tf_record_dataset_op.cc`)
   honour TF_CPP_MIN_LOG_LEVEL, set here to 1 (no INFO).
-* C++ lines through Abseil's logging (`port.cc` "oneDNN custom operations are on",
-  `cudart_stub.cc` "Could not find cuda drivers", `cuda_platform.cc` "failed call to cuInit:
-  ... UNKNOWN ERROR (303)", the "All log messages before absl::InitializeLog()" banner) ignore
-  it: Abseil's threshold can only be set from C++, and they are written while the libraries
-  load and when CUDA is first initialised. So the first `import tensorflow`, and the listing of
-  devices that initialises CUDA, run with the process's stderr passed through a filter that
-  drops Abseil INFO lines, that banner, and the cuInit error when no CUDA driver is installed
-  (TensorFlow's pip package always tries CUDA; on such a machine the error only repeats
-  "no GPU"). Every other line, an error with a driver installed among them, passes through.
+* C++ lines that no setting reaches are dropped by the filter below (`_dropped`):
+  - Abseil's INFO lines (`port.cc` "oneDNN custom operations are on", `cudart_stub.cc` "Could
+    not find cuda drivers") and its "All log messages before absl::InitializeLog()" banner:
+    Abseil's threshold can only be set from C++;
+  - `cuda_platform.cc` "failed call to cuInit: ... UNKNOWN ERROR (303)" when no CUDA driver is
+    installed (TensorFlow's pip package always tries CUDA; on such a machine the error only
+    repeats "no GPU"); with a driver installed it is news and passes;
+  - SentencePiece's INFO lines (`normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use
+    identity normalization.`), written each time tensorflow-text's SentencePiece op loads one of
+    our identity-normalised vocabularies (t2t-datagen, t2t-exporter): the op carries its own copy
+    of SentencePiece, which `sentencepiece.set_min_log_level` does not reach.
 * Python lines: absl's `app.run` raises its verbosity to INFO, which lets TensorFlow's INFO
   lines (`functional_saver.py` "Sharding callback duration") through; it goes back to absl's
   default, WARNING, and TensorFlow's Python logger (deprecation notes addressed to the
   developers of code that calls it) shows errors only.
 
+The filter covers the whole run. When a tool starts, file descriptor 2 (the stderr that C++
+and Python write to) becomes a pipe read by a small forked process, which copies every line
+to the real stderr unless `_dropped` says it is one of those above. Every other line (the
+tool's own, warnings, errors, tracebacks) passes as written, byte for byte and in order; a
+line still unfinished after `_UNFINISHED_LINE_WAIT_S` (a progress bar redrawn with "\\r") is
+shown as far as it goes. Being a process of its own, the filter reads the pipe to its end
+however the tool stops: a normal exit or an exception (the tool then waits for it, so its last
+lines come before the shell's prompt), `os._exit` (`distribution.leave_cluster`), a crash
+(C++'s fatal message included) or a kill. It ignores Ctrl-C and SIGTERM (a terminal or a job
+manager signals the tool's whole process group) and ends when the last writer of the pipe
+has closed it. Stdout is left alone: nothing TensorFlow-side is written there.
+
 `--verbosity` (`-v`), or TF_CPP_MIN_LOG_LEVEL set by the user, turns all of this off, so every
-line comes back as TensorFlow and absl write it.
+line comes back as TensorFlow, tensorflow-text and absl write it.
 """
 
-import contextlib
+import atexit
 import ctypes.util
-import importlib.abc
-import importlib.util
 import logging
 import os
 import re
+import select
+import signal
 import sys
-import threading
+import time
 
 from absl import app, flags as absl_flags, logging as absl_logging
 
@@ -40,6 +56,17 @@ from absl import app, flags as absl_flags, logging as absl_logging
 _ABSL_INFO_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] ")
 _ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _NO_DRIVER_CUINIT = re.compile(r"^E\d{4} .*cuda_platform\.cc:\d+\] failed call to cuInit: ")
+# SentencePiece's C++ format: file(line) LOG(severity) message.
+_SENTENCEPIECE_INFO_LINE = re.compile(r"^[\w./-]+\.cc\(\d+\) LOG\(INFO\) ")
+# SentencePiece writes one line in several pieces (std::cerr), microseconds apart; a progress
+# bar redrawn on one line is shown at least this often.
+_UNFINISHED_LINE_WAIT_S = 0.25
+# At exit the tool waits this long at most for the filter: a process it started may still hold the pipe.
+_EXIT_WAIT_S = 2.0
+
+
+def _is_tool() -> bool:
+    return os.path.basename(sys.argv[0]).startswith("t2t-")
 
 
 def _user_asked_for_logs() -> bool:
@@ -50,61 +77,74 @@ def _user_asked_for_logs() -> bool:
 
 def _dropped(line: str, no_driver: bool) -> bool:
     return (line.rstrip("\n") == _ABSL_BANNER or bool(_ABSL_INFO_LINE.match(line))
+            or bool(_SENTENCEPIECE_INFO_LINE.match(line))
             or (no_driver and bool(_NO_DRIVER_CUINIT.match(line))))
 
 
-@contextlib.contextmanager
-def _stderr_filtered():
-    """The process's stderr (file descriptor 2, where C++ writes) passes through `_dropped` while the block runs.
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data):]
 
-    A thread forwards every other line at once, so nothing is held back if the block crashes.
-    """
-    no_driver = ctypes.util.find_library("cuda") is None
-    sys.stderr.flush()
-    original = os.dup(2)
+
+def _forward(read_end: int, no_driver: bool) -> None:
+    """Copies the pipe to file descriptor 2 line by line, leaving out the `_dropped` ones, until it ends."""
+    unfinished, show_by = b"", 0.0
+    while True:
+        if unfinished:
+            wait = show_by - time.monotonic()
+            if wait <= 0 or not select.select([read_end], [], [], wait)[0]:
+                _write_all(2, unfinished)
+                unfinished = b""
+                continue
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        *lines, rest = (unfinished + chunk).split(b"\n")
+        _write_all(2, b"".join(line + b"\n" for line in lines
+                               if not _dropped(line.decode(errors="replace"), no_driver)))
+        if rest and (lines or not unfinished):  # a new line begins: it is shown whole, or by then
+            show_by = time.monotonic() + _UNFINISHED_LINE_WAIT_S
+        unfinished = rest
+    _write_all(2, unfinished)
+
+
+def _filter_stderr_until_exit() -> None:
+    """Starts the filter process and points file descriptor 2 at it (see the module's docstring)."""
     read_end, write_end = os.pipe()
+    sys.stderr.flush()
+    filter_pid = os.fork()  # no thread runs yet: TensorFlow is imported after this package
+    if filter_pid == 0:
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            # Only the pipe's read end and the real stderr stay open: the filter sees the pipe end
+            # once the tool's copies of the write end are closed, and the tool's other files (its
+            # stdout read by a caller) close when the tool exits.
+            os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+            os.dup2(0, 1)
+            os.closerange(3, read_end)
+            os.closerange(read_end + 1, os.sysconf("SC_OPEN_MAX"))
+            # Asked here, not in the tool: find_library runs ldconfig, tens of milliseconds.
+            _forward(read_end, no_driver=ctypes.util.find_library("cuda") is None)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    real_stderr = os.dup(2)
     os.dup2(write_end, 2)
     os.close(write_end)
-
-    def forward():
-        with os.fdopen(read_end, errors="replace") as lines:
-            for line in lines:
-                if not _dropped(line, no_driver):
-                    os.write(original, line.encode())
-
-    forwarder = threading.Thread(target=forward, daemon=True)
-    forwarder.start()
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(original, 2)  # closes the pipe's last write end: the forwarder reads to the end and stops
-        forwarder.join()
-        os.close(original)
+    atexit.register(_finish_filter, filter_pid, real_stderr, os.getpid())
 
 
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Runs the first `import tensorflow` (and CUDA's initialisation) inside `_stderr_filtered`."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "tensorflow":
-            return None
-        sys.meta_path.remove(self)  # once, and so that the real finder answers below
-        spec = importlib.util.find_spec(name)
-        if spec is None:  # not installed: Python's own error follows
-            return None
-        self.loader = spec.loader
-        spec.loader = self
-        return spec
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        module.__spec__.loader = module.__loader__ = self.loader
-        with _stderr_filtered():
-            self.loader.exec_module(module)
-            module.config.list_physical_devices()  # initialises CUDA now, while filtered
+def _finish_filter(filter_pid: int, real_stderr: int, tool_pid: int) -> None:
+    """At exit: the tool's end of the pipe closes, and the filter forwards what is left in it and ends."""
+    if os.getpid() != tool_pid:  # a process forked from the tool, exiting: the filter is not its to wait for
+        return
+    sys.stderr.flush()
+    os.dup2(real_stderr, 2)
+    os.close(real_stderr)
+    deadline = time.monotonic() + _EXIT_WAIT_S
+    while os.waitpid(filter_pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _quiet_python_logs():
@@ -114,8 +154,7 @@ def _quiet_python_logs():
         logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
-if not _user_asked_for_logs():
+if _is_tool() and not _user_asked_for_logs():
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
-    if "tensorflow" not in sys.modules:
-        sys.meta_path.insert(0, _QuietTensorFlowImport())
+    _filter_stderr_until_exit()
     app.call_after_init(_quiet_python_logs)
