@@ -6,7 +6,8 @@
 
 Made here, in a temporary directory: a 1,000-piece SentencePiece vocabulary trained on
 `--source_file`, a `--hparams_set` model with random weights (float32) saved as a
-checkpoint, and two exports of it by `export_model`: the plain one and `xla=true`.
+checkpoint, and exports of it by `export_model`: the plain one, `xla=true`, and (asked for
+with `--exports`) `xla=true,quantize=int8`.
 Each is loaded with `tf.saved_model.load` and its `serving_default` signature called
 on raw sentences of `--source_file` (cycled), as TF Serving calls it: tokenization,
 beam search and detokenization are timed. Reported per export:
@@ -16,7 +17,7 @@ beam search and detokenization are timed. Reported per export:
   * for 1, 4 and 16 client threads (each sending one request at a time, back to back)
     and batch sizes 1, 8 and 64, after the warm-up: sentences/s and the latency
     percentiles p50/p95/p99 of `--requests` requests;
-  * resident memory (VmRSS) before and after `--memory_requests` more requests.
+  * resident memory (VmRSS) before `--memory_requests` more requests and after each fifth of them.
 
 Random weights rarely emit EOS, so most outputs run to the input length +
 extra_length: the output length in subwords is reported beside the rates.
@@ -44,6 +45,8 @@ import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded 
 from t2t_lite import checkpoints, export, registry, vocabulary, warmup  # noqa: E402
 
 VOCAB_SIZE = 1000
+# --exports: each kind's --decode_hparams beside the user's; xla-int8 is t2t_lite/quantization.py's int8 products.
+EXPORT_KINDS = {"plain": "xla=false", "xla": "xla=true", "xla-int8": "xla=true,quantize=int8"}
 
 
 def read_sentences(path, count):
@@ -69,7 +72,7 @@ def write_exports(scratch, hparams_set, decode_hparams, sentences, kinds):
                                    1).save(1)
     exports = {}
     for kind in kinds:
-        overrides = ",".join(part for part in (decode_hparams, f"xla={kind == 'xla'}") if part)
+        overrides = ",".join(part for part in (decode_hparams, EXPORT_KINDS[kind]) if part)
         start = time.perf_counter()
         exports[kind] = export.export_model(problem, hparams, data_dir, train_dir, os.path.join(scratch, kind),
                                             overrides)
@@ -158,10 +161,14 @@ def benchmark(kind, version_dir, sentences, args):
             p50, p95, p99 = np.percentile(latencies, [50, 95, 99]) * 1000
             print(f"| {threads} | {batch_size} | {requests} | {rate:.1f} | {p50:.0f} | {p95:.0f} | {p99:.0f} |",
                   flush=True)
-    before = resident_megabytes()
-    drive(translate, sentences, 4, 1, args.memory_requests)
-    print(f"\nresident memory: {before:.0f} MB before, {resident_megabytes():.0f} MB after "
-          f"{args.memory_requests} more requests (4 threads, batch 1)", flush=True)
+    # Read after every fifth of the requests: a leak grows with them, a one-time step (4 threads' first
+    # allocations) does not.
+    readings, chunk = [resident_megabytes()], max(1, args.memory_requests // 5)
+    for _ in range(0, args.memory_requests, chunk):
+        drive(translate, sentences, 4, 1, chunk)
+        readings.append(resident_megabytes())
+    print(f"\nresident memory over {len(readings) - 1} × {chunk} more requests (4 threads, batch 1): "
+          + " → ".join(f"{mb:.0f}" for mb in readings) + " MB", flush=True)
 
 
 def main():
@@ -170,7 +177,8 @@ def main():
     parser.add_argument("--sentences", type=int, default=1000, help="lines of --source_file used (cycled)")
     parser.add_argument("--hparams_set", default="transformer_tiny")
     parser.add_argument("--decode_hparams", default="", help='e.g. "beam_size=4,max_input_length=64"')
-    parser.add_argument("--exports", default="plain,xla", help="which exports to measure: plain, xla or both")
+    parser.add_argument("--exports", default="plain,xla",
+                        help="which exports to measure, comma-separated: " + ", ".join(EXPORT_KINDS))
     parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--batch_sizes", default="1,8,64")
     parser.add_argument("--requests", type=int, default=10000,
@@ -179,6 +187,9 @@ def main():
     parser.add_argument("--first_requests_of", help=argparse.SUPPRESS)  # the fresh process' mode
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = sorted(set(args.exports.split(",")) - set(EXPORT_KINDS))
+    if unknown:
+        parser.error(f"--exports: unknown {', '.join(unknown)}; choose from {', '.join(EXPORT_KINDS)}.")
     sentences = read_sentences(args.source_file, args.sentences)
     if args.first_requests_of:
         batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
@@ -186,7 +197,7 @@ def main():
         return
     print(f"# t2t_lite serving benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, host "
           f"{platform.node()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, TF {tf.__version__}, "
-          f"{args.hparams_set} (random weights, float32), {VOCAB_SIZE}-piece vocabulary, "
+          f"{args.hparams_set} (random float32 weights), {VOCAB_SIZE}-piece vocabulary, "
           f"--decode_hparams='{args.decode_hparams}', {len(sentences)} sentences of {args.source_file}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         for kind, version_dir in write_exports(scratch, args.hparams_set, args.decode_hparams, sentences,

@@ -60,11 +60,23 @@ def test_ctranslate2_rows_are_run_as_the_harness_runs_them_and_the_savedmodel_ro
     assert by_label["t2t_lite-savedmodel"][1:] == [os.path.join(compare_peers.BENCH_DIR, "peer_project.py"),
                                                    "--peers_dir", str(tmp_path), "--savedmodel",
                                                    "--decode-repeats", "1"]
+    # The int8 rows decode only: the XLA decoder and the XLA export, with int8 products.
+    project = os.path.join(compare_peers.BENCH_DIR, "peer_project.py")
+    assert by_label["t2t_lite-xla-int8"][1:] == [project, "--peers_dir", str(tmp_path), "--xla", "--quantize", "int8",
+                                                 "--skip-train", "--decode-repeats", "1"]
+    assert by_label["t2t_lite-savedmodel-int8"][1:] == [project, "--peers_dir", str(tmp_path), "--savedmodel",
+                                                        "--quantize", "int8", "--decode-repeats", "1"]
     assert [label for label, _, preset in commands if preset is None] == ["matmul_peak", "matmul_peak"]
     args.no_savedmodel = True
     commands.clear()
     compare_peers.run_all(args, str(tmp_path), str(tmp_path / "run.log"))
-    assert "t2t_lite-savedmodel" not in {label for label, _, _ in commands}
+    labels = {label for label, _, _ in commands}
+    assert "t2t_lite-savedmodel" not in labels and "t2t_lite-savedmodel-int8" not in labels
+    assert "t2t_lite-xla-int8" in labels
+    args.no_int8 = True
+    commands.clear()
+    compare_peers.run_all(args, str(tmp_path), str(tmp_path / "run.log"))
+    assert "t2t_lite-xla-int8" not in {label for label, _, _ in commands}
 
 
 def test_json_output_has_one_object_per_preset_with_the_issue_fields(tmp_path, monkeypatch, capsys):

@@ -137,6 +137,19 @@ def test_every_decoder_against_ctranslate2_float32_and_int8():
     assert "- decoder_vs_ctranslate2_int8: 0.600 (target ≥ 1.0) NOT met (by t2t_lite-bf16)" in table
 
 
+def test_the_int8_rows_count_against_ctranslate2_int8_but_not_as_the_float32_savedmodel():
+    rows = canned_rows() + [row("t2t_lite-xla-int8", "base", beam=12.0, greedy=24.0),
+                            dict(row("t2t_lite-savedmodel-int8", "base", beam=11.0, greedy=22.0), savedmodel_xla=True)]
+    summary = peer_summary.preset_summary("base", rows, MATMUL_PEAK, bf16_peak=4 * MATMUL_PEAK)
+    assert summary["xla_int8"]["decode_sentences_per_s"] == 12.0 and "t2t_lite-xla-int8" not in summary["peers"]
+    assert summary["versus_ctranslate2"]["t2t_lite-savedmodel-int8"]["beam_vs_ctranslate2_int8"] == pytest.approx(1.1)
+    targets = summary["targets"]
+    assert targets["decoder_vs_ctranslate2_int8"]["value"] == pytest.approx(12.0 / 10.0)
+    assert targets["decoder_vs_ctranslate2_int8"]["ours_row"] == "t2t_lite-xla-int8"
+    assert targets["decoder_vs_ctranslate2_int8"]["met"] is True
+    assert targets["savedmodel_vs_ctranslate2"]["value"] == pytest.approx(4.0 / 8.0)  # the float32 export's
+
+
 def test_without_ctranslate2_rows_those_targets_are_not_applicable():
     summary = peer_summary.preset_summary("base", canned_rows(ctranslate2=False), MATMUL_PEAK)
     assert summary["targets"]["savedmodel_vs_ctranslate2"] == {"value": None, "target": 1.0, "met": None}
