@@ -32,14 +32,27 @@ WORKER_FAILURES = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors
 
 
 def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy under TF_CONFIG, MirroredStrategy for worker_gpu > 1, else the default."""
-    if worker_gpu < 1:
-        raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
+    """MultiWorkerMirroredStrategy under TF_CONFIG, MirroredStrategy for worker_gpu > 1, else the default.
+
+    Under TF_CONFIG, call it once per process (`check_strategy` checks the settings without
+    it): a second MultiWorkerMirroredStrategy restarts the server's collective executor, and a
+    peer's first collective that reached the old one is never answered, so every worker waits
+    forever (issue 16: both blocked in the broadcast of the first variable's initial value).
+    """
+    check_strategy(worker_gpu)
     if _cluster_workers() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if worker_gpu == 1:
         return tf.distribute.get_strategy()
     return tf.distribute.MirroredStrategy(local_devices(worker_gpu))
+
+
+def check_strategy(worker_gpu: int) -> None:
+    """Stops on a bad --worker_gpu or TF_CONFIG (not JSON) before any work, without starting the cluster."""
+    if worker_gpu < 1:
+        raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
+    if _cluster_workers() <= 1 and worker_gpu > 1:
+        local_devices(worker_gpu)
 
 
 def local_devices(count: int) -> list:

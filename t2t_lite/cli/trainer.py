@@ -67,7 +67,7 @@ def main(argv):
     try:
         if FLAGS.generate_data:  # as t2t-datagen: prints what was written and dropped
             datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
-        distribution.strategy_for(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
+        distribution.check_strategy(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
         trainer.train_and_evaluate(
             problem, hparams, FLAGS.data_dir, FLAGS.output_dir, train_steps=FLAGS.train_steps,
             eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
