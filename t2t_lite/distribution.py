@@ -12,10 +12,11 @@ worker and `MultiWorkerMirroredStrategy` spans them all; `tf_configs` writes one
                 "task": {"type": "worker", "index": 0}}' t2t-trainer ... --worker_gpu=8
 """
 
+import contextlib
 import json
 import os
 import re
-import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -32,14 +33,27 @@ WORKER_FAILURES = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors
 
 
 def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy under TF_CONFIG, MirroredStrategy for worker_gpu > 1, else the default."""
-    if worker_gpu < 1:
-        raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
+    """MultiWorkerMirroredStrategy under TF_CONFIG, MirroredStrategy for worker_gpu > 1, else the default.
+
+    Under TF_CONFIG, call it once per process (`check_strategy` checks the settings without
+    it): a second MultiWorkerMirroredStrategy restarts the server's collective executor, and a
+    peer's first collective that reached the old one is never answered, so every worker waits
+    forever (issue 16: both blocked in the broadcast of the first variable's initial value).
+    """
+    check_strategy(worker_gpu)
     if _cluster_workers() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if worker_gpu == 1:
         return tf.distribute.get_strategy()
     return tf.distribute.MirroredStrategy(local_devices(worker_gpu))
+
+
+def check_strategy(worker_gpu: int) -> None:
+    """Stops on a bad --worker_gpu or TF_CONFIG (not JSON) before any work, without starting the cluster."""
+    if worker_gpu < 1:
+        raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
+    if _cluster_workers() <= 1 and worker_gpu > 1:
+        local_devices(worker_gpu)
 
 
 def local_devices(count: int) -> list:
@@ -70,7 +84,7 @@ def checkpoint_directory(strategy: tf.distribute.Strategy, output_dir: str) -> s
     Under MultiWorkerMirroredStrategy every worker must take part in each save (the
     variables are synchronised by collectives), but only the chief's copy is kept: the
     others write into a temporary directory outside `output_dir` (so TensorBoard and
-    t2t-avg-all see the chief's files only), deleted by `leave_cluster`.
+    t2t-avg-all see the chief's files only), deleted by the trainer when the run ends.
     """
     if is_chief(strategy):
         return output_dir
@@ -142,6 +156,59 @@ def tf_configs(workers: str, chief: str = "") -> list:
             for task_type, addresses in cluster.items() for index, address in enumerate(addresses)]
 
 
+# Run as a child process: a thread of the trainer's own could not run while TensorFlow starts
+# the cluster, which holds Python's GIL as it waits for the other workers.
+_START_WATCHDOG = """
+import os, select, signal, sys
+parent, seconds, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+if not select.select([sys.stdin], [], [], seconds)[0]:  # no word from the parent: it is still starting
+    print(message, file=sys.stderr, flush=True)
+    os.kill(parent, signal.SIGKILL)
+"""
+
+
+@contextlib.contextmanager
+def cluster_start_deadline(minutes: float):
+    """Under TF_CONFIG: kills the process unless the function it yields is called within `minutes`.
+
+    Call it once the cluster has started and run its first collectives (each variable's
+    initial value, broadcast by the chief); leaving the block calls it too. Until every
+    worker has joined, the others wait there, inside TensorFlow (its coordination service,
+    or a collective) with no limit a user can set. A watchdog process prints what to do and
+    kills the worker (SIGKILL, as its main thread may be blocked in TensorFlow); a chief's
+    lock left behind is taken over by its relaunch (`run_lock`). `minutes` 0, or no
+    TF_CONFIG cluster: no bound.
+    """
+    if not is_multi_worker() or not minutes:
+        yield lambda: None
+        return
+    watchdog = subprocess.Popen([sys.executable, "-c", _START_WATCHDOG, str(os.getpid()), str(60.0 * minutes),
+                                 f"t2t-trainer: {_start_timeout_message(minutes)}"], stdin=subprocess.PIPE)
+
+    def started():
+        if not watchdog.stdin.closed:
+            watchdog.stdin.close()  # end of input: the watchdog leaves
+            watchdog.wait()
+
+    try:
+        yield started
+    finally:
+        started()
+
+
+def _start_timeout_message(minutes: float) -> str:
+    config = json.loads(os.environ["TF_CONFIG"])
+    cluster, task = config.get("cluster", {}), config.get("task", {})
+    own = (task.get("type"), int(task.get("index", 0)))
+    tasks = [(job, index, address) for job in ("chief", "worker")
+             for index, address in enumerate(cluster.get(job, []))]
+    me = next((f"{job} {index} ({address})" for job, index, address in tasks if (job, index) == own), "this task")
+    others = ", ".join(f"{job} {index} ({address})" for job, index, address in tasks if (job, index) != own)
+    return (f"the TF_CONFIG cluster did not come together within --cluster_start_minutes={minutes:g}: {me} "
+            f"waited for {others}. Check that each was started with its own TF_CONFIG and can reach the "
+            f"others' host:port; then stop every worker and relaunch all of them with the same command.")
+
+
 def leave_cluster() -> None:
     """Ends a worker of a TF_CONFIG run once every worker has finished training (no-op otherwise).
 
@@ -150,8 +217,8 @@ def leave_cluster() -> None:
     strategy's own teardown, wait on threads and heartbeats of workers that are leaving
     too, for seconds to minutes, and log errors about them (tensorflow/tensorflow#58434).
     By now everything of the run is on disk (checkpoints are written synchronously,
-    summaries flushed), so after a barrier that every worker reaches, the process removes
-    its scratch directory and exits at once, with status 0.
+    summaries flushed, a non-chief's scratch directory removed by the trainer), so after a
+    barrier that every worker reaches, the process exits at once, with status 0.
     """
     if not is_multi_worker():
         return
@@ -160,11 +227,6 @@ def leave_cluster() -> None:
     except tf.errors.OpError as error:  # a worker that died after the last save: our part is done
         print(f"t2t-trainer: finished, but not every worker reached the end ({type(error).__name__}).",
               file=sys.stderr)
-    task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
-    prefix = f"{_SCRATCH_PREFIX}{task.get('type')}_{task.get('index', 0)}_{os.getpid()}_"
-    for name in os.listdir(tempfile.gettempdir()):
-        if name.startswith(prefix):
-            shutil.rmtree(os.path.join(tempfile.gettempdir(), name), ignore_errors=True)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -25,6 +25,7 @@ The estimated FLOPs of a step (`t2t_lite.flops`) are printed at the start.
 import contextlib
 import math
 import os
+import shutil
 import time
 
 import keras
@@ -202,7 +203,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
                        local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
                        schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
                        summary_steps=100, model_name="transformer", save_checkpoints_secs=0, checkpoint_path=None,
-                       log=print) -> dict:
+                       cluster_start_minutes=15.0, log=print) -> dict:
     """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
 
     One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
@@ -218,6 +219,10 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     "written at 10-minute intervals": 600). TensorBoard scalars (loss, learning rate,
     tokens/s) are written every `summary_steps` steps. Returns the last evaluation's
     metrics ({} if none ran).
+
+    Under TF_CONFIG, a worker whose cluster has not come together within
+    `cluster_start_minutes` (every worker started and the first collectives passed) is
+    stopped, with a message naming the workers it waited for (0 = wait for ever).
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
@@ -229,14 +234,16 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
             f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train.")
     keras.utils.set_random_seed(random_seed)
-    strategy = distribution.strategy_for(worker_gpu)
-    if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
-        raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
-                         f"replicas: Keras clips each replica's share before the sum, not the global norm; "
-                         f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
-    # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
-    writes_output_dir = distribution.is_chief(strategy) and schedule != "evaluate"
     with contextlib.ExitStack() as held:
+        # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
+        cluster_started = held.enter_context(distribution.cluster_start_deadline(cluster_start_minutes))
+        strategy = distribution.strategy_for(worker_gpu)
+        if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
+            raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
+                             f"replicas: Keras clips each replica's share before the sum, not the global norm; "
+                             f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
+        # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
+        writes_output_dir = distribution.is_chief(strategy) and schedule != "evaluate"
         if writes_output_dir:
             held.enter_context(run_lock.directory_lock(output_dir, "t2t-trainer", log))
         vocabulary = problem.vocabulary(data_dir)
@@ -246,12 +253,15 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             model = checkpoints.build_model(hparams, vocab_size, model_name)
             optimizer = adam_optimizer(hparams)
             optimizer.build(model.trainable_variables)
+        cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = input_pipeline.TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
         checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
                                                      data_batches_taken=batches.batches_taken)
         # Every worker saves (the collectives need them all), but only the chief into output_dir.
         save_dir = distribution.checkpoint_directory(strategy, output_dir)
+        if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
+            held.callback(shutil.rmtree, save_dir, ignore_errors=True)
         latest = checkpoints.restore_for_training(checkpoint, output_dir, checkpoint_path, log,
                                                   set_aside=writes_output_dir)
         manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)

@@ -153,7 +153,7 @@ def test_only_the_chief_saves_into_output_dir():
 
     assert distribution.checkpoint_directory(Strategy(Resolver("worker", 0)), "/out") == "/out"
     scratch = distribution.checkpoint_directory(Strategy(Resolver("worker", 1)), "/out")
-    # Outside output_dir, so TensorBoard and t2t-avg-all see the chief's files only (removed by leave_cluster).
+    # Outside output_dir, so TensorBoard and t2t-avg-all see the chief's files only (removed when the run ends).
     assert os.path.isdir(scratch) and not scratch.startswith("/out")
     assert os.path.basename(scratch).startswith(f"t2t_scratch_worker_1_{os.getpid()}_")
     os.rmdir(scratch)

@@ -99,24 +99,6 @@ def finish(processes, timeout=600):
     return results
 
 
-def start_past_the_startup_deadlock(data_dir, output_dir, logs, started):
-    """The first phase's workers and results, started again once (fresh ports) if they hang.
-
-    TensorFlow 2.21's MultiWorkerMirroredStrategy sometimes deadlocks as two workers start: both
-    connected, neither past the cluster's first collective (seen in 1 of about 6 runs on
-    2026-11-22; an open defect, issue 16's note). A second start is given the whole timeout.
-    """
-    for timeout in (180, 600):
-        processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs, started)
-        try:
-            return processes, finish(processes, timeout)
-        except subprocess.TimeoutExpired:
-            for process in processes:
-                process.kill()
-                process.wait()
-    raise AssertionError("two workers deadlocked at start twice")
-
-
 def written_files(directory):
     return sorted(os.path.relpath(os.path.join(root, name), directory)
                   for root, _, names in os.walk(directory) for name in names)
@@ -135,7 +117,8 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
     started.append(one_process)
 
     # 1. Both workers train to FIRST_STEPS and exit 0; only the chief wrote into --output_dir.
-    processes, results = start_past_the_startup_deadlock(data_dir, output_dir, logs, started)
+    processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs, started)
+    results = finish(processes)
     for code, output in results:
         assert code == 0, output[-3000:]
     files = written_files(output_dir)

@@ -30,6 +30,8 @@ absl_flags.DEFINE_bool("generate_data", False, "Generate the problem's data into
 absl_flags.DEFINE_integer("worker_gpu", 1, "Local GPUs to mirror the model on (MultiWorkerMirroredStrategy under TF_CONFIG).")
 absl_flags.DEFINE_integer("random_seed", 1, "Seed of weight initialisation, dropout and the data order.")
 absl_flags.DEFINE_float("train_minutes", 0.0, "Stop after about this many minutes with a final checkpoint; 0 = no bound.")
+absl_flags.DEFINE_float("cluster_start_minutes", 15.0, "Under TF_CONFIG: stop if the workers have not all joined "
+                        "within this many minutes, naming those waited for; 0 = wait for ever.")
 
 
 def _check_flags():
@@ -37,7 +39,8 @@ def _check_flags():
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "worker_gpu"):
         if getattr(FLAGS, name) < 1:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be at least 1.")
-    for name in ("eval_steps", "local_eval_frequency", "train_minutes", "save_checkpoints_secs"):
+    for name in ("eval_steps", "local_eval_frequency", "train_minutes", "save_checkpoints_secs",
+                 "cluster_start_minutes"):
         if getattr(FLAGS, name) < 0:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
     if FLAGS.generate_data:
@@ -67,14 +70,15 @@ def main(argv):
     try:
         if FLAGS.generate_data:  # as t2t-datagen: prints what was written and dropped
             datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
-        distribution.strategy_for(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
+        distribution.check_strategy(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
         trainer.train_and_evaluate(
             problem, hparams, FLAGS.data_dir, FLAGS.output_dir, train_steps=FLAGS.train_steps,
             eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
             save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
             train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
-            save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path)
+            save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path,
+            cluster_start_minutes=FLAGS.cluster_start_minutes)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:
