@@ -110,8 +110,8 @@ class TrainingBatches:
             who = (f"worker {input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
                    if distribution.is_multi_worker() else f"replica {replicas[0]} of {self.num_replicas}")
             shards = sum(len(range(replica, self.num_files, self.num_replicas)) for replica in replicas)
-            self.log(f"{who} reads {shards} of {self.num_files} train shards"
-                     + (f" (replicas {', '.join(map(str, replicas))})." if distribution.is_multi_worker() else "."))
+            which = f" (replica{'s' * (local > 1)} {', '.join(map(str, replicas))})" * distribution.is_multi_worker()
+            self.log(f"{who} reads {shards} of {self.num_files} train shards{which}.")
         pipelines = [self._pipeline(replica, *self._starts[replica]) for replica in replicas]
         if len(pipelines) == 1:
             return pipelines[0].prefetch(tf.data.AUTOTUNE)

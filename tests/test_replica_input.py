@@ -66,6 +66,14 @@ def test_fewer_shards_than_replicas_stop_naming_both_counts(marked_data):
                                       eight_replicas)
 
 
+def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
+    """max_length 1 drops every example: the pipeline would look for a batch epoch after epoch, forever."""
+    batches = replica_input.TrainingBatches(registry.problem("algorithmic_reverse"), marked_data,
+                                            hparams().replace(max_length=1), 1, tf.distribute.get_strategy())
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"train shards 0::1 in .* give no batches"):
+        batches.next()
+
+
 def logged_losses(output_dir):
     from test_trainer import logged_scalars
     return logged_scalars(output_dir)
