@@ -119,8 +119,19 @@ class TrainingBatches:
         return tf.data.Dataset.choose_from_datasets(pipelines, turns).prefetch(tf.data.AUTOTUNE)
 
     # -- Taking batches, recording positions -------------------------------------------------
+    def batch_spec(self):
+        """The type spec of what `next()` returns (per replica: int32 [None, None] inputs and targets)."""
+        self._start()
+        return self._iterator.element_spec[0]
+
     def next(self):
         """The next batch of every replica (a distributed value when there are several)."""
+        self._start()
+        batch, self._tags = next(self._iterator)
+        return batch
+
+    def _start(self):
+        """The input pipelines, from the positions restored (so called after the restore)."""
         if self._iterator is None:
             self._starts = self._start_positions()
             options = None
@@ -128,8 +139,6 @@ class TrainingBatches:
                 options = tf.distribute.InputOptions(
                     experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
             self._iterator = iter(self.strategy.distribute_datasets_from_function(self._dataset, options))
-        batch, self._tags = next(self._iterator)
-        return batch
 
     def record_positions(self) -> None:
         """Every replica's position into `epoch` and `batches_taken` (call on every worker before a save)."""

@@ -115,6 +115,16 @@ class StepFunctions:
         self.apply_step = tf.function(self._apply_step)
         self.eval_step = tf.function(self._eval_step, input_signature=[batch_spec])
 
+    def trace_once_for(self, batch_spec) -> None:
+        """Several replicas: one trace for batches of any shape, `batch_spec` being the distributed batches' spec.
+
+        Retraced as shapes come, a replica's graph would depend on the shapes its peers brought
+        (one trace covers all local replicas), so one process and separate workers would round
+        differently on the same batches; one device already has a single trace.
+        """
+        self.train_step = tf.function(self._train_step, input_signature=[batch_spec])
+        self.accumulate_step = tf.function(self._accumulate_step, input_signature=[batch_spec])
+
     def _reduce(self, per_replica):
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
@@ -282,6 +292,8 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
         if not latest:
             manager.save(checkpoint_number=0)
+        if strategy.num_replicas_in_sync > 1:
+            steps.trace_once_for(batches.batch_spec())
         evaluating = schedule == "train_and_evaluate"
         saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
                                        last_time=time.time())
