@@ -2,10 +2,10 @@
 
 MultiWorkerMirroredStrategy over two one-CPU workers must give the losses of
 MirroredStrategy over two logical CPUs of one process (same global batch: in both, replica
-r reads train shard r of the two, `t2t_lite.replica_input`), each worker must read only
-its own shard, only the
-chief may write into --output_dir, a lost worker must stop the other with a message
-that says to relaunch all, and a relaunch must resume to the uninterrupted losses.
+r reads train shard r of the two, `t2t_lite.replica_input`), each worker must say it reads
+only its own shard, only the chief may write into --output_dir, a lost worker must stop the
+other with a message that says to relaunch all, and a relaunch must resume to the
+uninterrupted losses.
 """
 
 import glob
