@@ -16,10 +16,12 @@ batches take their shapes from a finite set and a compiled (XLA) training step i
 traced once per shape, not per batch.
 
 Training drops examples longer than `hparams.max_length` and logs how many, once
-per pass over the data (to stderr, at the pass's end); dev and test keep every example,
-putting those over the longest bucket into batches of one per replica (a side
-longer than the last bucket is padded to its own length, the other to its bucket). Training shuffles with `seed` (same seed, same batches) and
-repeats; dev and test read the files in order, once.
+per pass over the files it reads (to stderr, at the pass's end); dev and test keep every
+example, putting those over the longest bucket into batches of one per replica (a side
+longer than the last bucket is padded to its own length, the other to its bucket).
+Training shuffles with `seed` (same seed, same batches) and repeats; dev and test read
+the files in order, once. The trainer's batches come from `t2t_lite.replica_input`: one
+such pipeline per replica, each over train files of its own (`share`).
 """
 
 import sys
@@ -58,17 +60,20 @@ def example_length(example) -> tf.Tensor:
     return tf.maximum(tf.size(example["inputs"]), tf.size(example["targets"]))
 
 
-def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=None, seed=None, num_replicas=1):
+def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=None, seed=None, num_replicas=1,
+                    share=None):
     """`{"inputs": int32[b, s], "targets": int32[b, t]}` batches of `problem`'s `mode` examples.
 
-    `shuffle` and `repeat` default to True for "train" and False otherwise.
+    `shuffle` and `repeat` default to True for "train" and False otherwise. `share=(index,
+    count)` reads only the shards index::count (`Problem.dataset`).
     """
     training = mode == "train"
     shuffle = training if shuffle is None else shuffle
     repeat = training if repeat is None else repeat
-    dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed)
+    dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed, share=share)
     if training:  # max_length 0 means batch_size, as tensor2tensor: no batch exceeds its token budget
-        dataset = drop_too_long(dataset, hparams.max_length or hparams.batch_size)
+        files = "the data" if share is None or share[1] == 1 else f"train files {share[0]}::{share[1]}"
+        dataset = drop_too_long(dataset, hparams.max_length or hparams.batch_size, files)
     if repeat:  # after the drop, so each pass counts its own
         dataset = dataset.repeat()
     if shuffle:
@@ -78,9 +83,10 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
+def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the data") -> tf.data.Dataset:
     """Drops examples whose longer side exceeds `max_length`; logs their count once, at the end of the data.
 
+    `files` names what the dataset reads in that line ("train files 1::4": one replica's).
     An end marker (an empty example flagged True) follows the examples, so the count of the
     whole pass is known there; scan's state restarts with each pass of a repeated dataset.
     """
@@ -97,7 +103,7 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int) -> tf.data.Dataset:
     def keep(example, too_long, end, totals):
         if end and totals[0] > 0:
             tf.print("batched_dataset: dropped", totals[0], "of", totals[1], "training examples longer than "
-                     "max_length =", max_length, "in this pass over the data.", output_stream=sys.stderr)
+                     "max_length =", max_length, f"in this pass over {files}.", output_stream=sys.stderr)
         return tf.logical_not(tf.logical_or(too_long, end))
 
     counted = flagged.scan(tf.zeros([2], tf.int64), count)
@@ -181,41 +187,3 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
         return batch_rows(rows, tf.where(key < 0, -key, window_sizes[tf.maximum(key, 0)]))
 
     return stage_1.group_by_window(stage_2_key, stage_2_batches, window_size_func=stage_2_window)
-
-
-# -- Training batches in an order that a restart can find again ------------------------
-class TrainingBatches:
-    """Endless training batches; epoch e is shuffled with seed random_seed + e.
-
-    `epoch` and `batches_taken` are variables saved in the checkpoint, so a resumed run
-    skips straight to the batch the interrupted run would have taken next.
-    """
-
-    def __init__(self, problem, data_dir, hparams, random_seed, strategy):
-        self.problem, self.data_dir, self.hparams = problem, data_dir, hparams
-        self.random_seed, self.strategy = random_seed, strategy
-        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
-        self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
-        self._iterator = None
-
-    def _epoch_iterator(self):
-        dataset = batched_dataset(
-            self.problem, "train", self.data_dir, self.hparams, shuffle=True, repeat=False,
-            seed=self.random_seed + int(self.epoch.numpy()), num_replicas=self.strategy.num_replicas_in_sync)
-        dataset = dataset.skip(int(self.batches_taken.numpy()))
-        return iter(self.strategy.experimental_distribute_dataset(dataset))
-
-    def next(self):
-        if self._iterator is None:
-            self._iterator = self._epoch_iterator()
-        for _ in range(2):
-            try:
-                batch = next(self._iterator)
-            except StopIteration:
-                self.epoch.assign_add(1)
-                self.batches_taken.assign(0)
-                self._iterator = self._epoch_iterator()
-                continue
-            self.batches_taken.assign_add(1)
-            return batch
-        raise ValueError(f"Problem {self.problem.name}: the train split in {self.data_dir} gives no batches.")

@@ -82,11 +82,14 @@ class Problem(abc.ABC):
         check_mode(mode)
         return datagen.filepattern(data_dir, self.base_name, mode)
 
-    def dataset(self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None) -> tf.data.Dataset:
+    def dataset(self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None,
+                share=None) -> tf.data.Dataset:
         """The examples of `mode` as `{"inputs", "targets"}` int32 vectors ending in EOS.
 
         `shuffle_files` (default: only in "train") shuffles the order of the shards
         with `seed`; otherwise shards are read one after another, in file order.
+        `share=(index, count)` reads only the shards index::count (in name order): one
+        training replica's own files (`t2t_lite.replica_input`).
         `hparams` is accepted for tensor2tensor's signature; batching by hparams
         happens in `t2t_lite.input_pipeline.batched_dataset`.
         """
@@ -97,6 +100,12 @@ class Problem(abc.ABC):
                 f"No {mode} data for problem {self.name}: nothing matches {self.filepattern(data_dir, mode)}. "
                 f"Run t2t-datagen --problem={self.base_name} --data_dir={data_dir} --tmp_dir=<raw data dir>."
             )
+        if share is not None:
+            index, count = share
+            if not files[index::count]:
+                raise ValueError(f"Problem {self.name}: share {index}::{count} of the {len(files)} {mode} shards "
+                                 f"in {data_dir} holds no file.")
+            files = files[index::count]
         if shuffle_files is None:
             shuffle_files = mode == "train"
         filenames = tf.data.Dataset.from_tensor_slices(files)

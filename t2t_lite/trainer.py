@@ -14,8 +14,9 @@ and the checkpoints are explicit:
   gradient of one big batch.
 * The step, the optimizer state, the position of the data and the dropout RNG state are
   all in the checkpoint, so a restarted command continues the interrupted run exactly.
-  Batches of epoch e come from `batched_dataset(..., seed=random_seed + e)`; the
-  checkpoint holds (e, batches already taken from it).
+  Each replica reads train shards of its own (`t2t_lite.replica_input`); batches of its
+  epoch e come from `batched_dataset(..., seed=random_seed + e)` over those files, and
+  the checkpoint holds each replica's (e, batches already taken from it).
 * A NaN or infinite loss stops training before the next save, so the latest
   checkpoint stays a good one.
 
@@ -33,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss, run_lock
+from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss, replica_input, run_lock
 from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
@@ -113,6 +114,16 @@ class StepFunctions:
         self.accumulate_step = compile_step(self._accumulate_step)
         self.apply_step = tf.function(self._apply_step)
         self.eval_step = tf.function(self._eval_step, input_signature=[batch_spec])
+
+    def trace_once_for(self, batch_spec) -> None:
+        """Several replicas: one trace for batches of any shape, `batch_spec` being the distributed batches' spec.
+
+        Retraced as shapes come, a replica's graph would depend on the shapes its peers brought
+        (one trace covers all local replicas), so one process and separate workers would round
+        differently on the same batches; one device already has a single trace.
+        """
+        self.train_step = tf.function(self._train_step, input_signature=[batch_spec])
+        self.accumulate_step = tf.function(self._accumulate_step, input_signature=[batch_spec])
 
     def _reduce(self, per_replica):
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
@@ -255,7 +266,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             optimizer.build(model.trainable_variables)
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
-        batches = input_pipeline.TrainingBatches(problem, data_dir, hparams, random_seed, strategy)
+        batches = replica_input.TrainingBatches(problem, data_dir, hparams, random_seed, strategy, log)
         checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
                                                      data_batches_taken=batches.batches_taken)
         # Every worker saves (the collectives need them all), but only the chief into output_dir.
@@ -281,6 +292,8 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
         if not latest:
             manager.save(checkpoint_number=0)
+        if strategy.num_replicas_in_sync > 1:
+            steps.trace_once_for(batches.batch_spec())
         evaluating = schedule == "train_and_evaluate"
         saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
                                        last_time=time.time())
@@ -340,7 +353,7 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
         if step != saved_step and (saving.due(step, time.time()) or finished):
-            _save(steps, manager, step)
+            _save(steps, batches, manager, step)
             saved_step = step
             saving.saved(time.time())
         if eval_frequency and (step % eval_frequency == 0 or finished):
@@ -376,9 +389,10 @@ def _padded_length(batch) -> int:
     return int(local.shape[1])
 
 
-def _save(steps, manager, step):
+def _save(steps, batches, manager, step):
     if not steps.all_finite():
         raise TrainingError(
             f"Weights are not finite at step {step}; stopped without saving, so {manager.latest_checkpoint} is the "
             f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun.")
+    batches.record_positions()
     manager.save(checkpoint_number=step)

@@ -1,9 +1,11 @@
 """Two t2t-trainer processes under TF_CONFIG on 127.0.0.1 train as one process with two replicas.
 
 MultiWorkerMirroredStrategy over two one-CPU workers must give the losses of
-MirroredStrategy over two logical CPUs of one process (same global batch), only the
-chief may write into --output_dir, a lost worker must stop the other with a message
-that says to relaunch all, and a relaunch must resume to the uninterrupted losses.
+MirroredStrategy over two logical CPUs of one process (same global batch: in both, replica
+r reads train shard r of the two, `t2t_lite.replica_input`), each worker must say it reads
+only its own shard, only the chief may write into --output_dir, a lost worker must stop the
+other with a message that says to relaunch all, and a relaunch must resume to the
+uninterrupted losses.
 """
 
 import glob
@@ -119,8 +121,10 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
     # 1. Both workers train to FIRST_STEPS and exit 0; only the chief wrote into --output_dir.
     processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs, started)
     results = finish(processes)
-    for code, output in results:
+    for index, (code, output) in enumerate(results):
         assert code == 0, output[-3000:]
+        # Each worker reads its own one of algorithmic_reverse's two train shards, none of the other's.
+        assert f"worker {index} of 2 reads 1 of 2 train shards (replica {index})." in output, output[-3000:]
     files = written_files(output_dir)
     events = [name for name in files if name.startswith("events.out.tfevents")]
     assert len(events) == 1, files

@@ -1,0 +1,186 @@
+"""Each replica reads its own train shards (files r::R) and resumes at its own position; one replica is unchanged."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import datagen, input_pipeline, registry, replica_input, trainer
+from t2t_lite.vocabulary import EOS_ID
+
+# Shard i of algorithmic_reverse holds only symbol 2 + i, so any batch row tells which file it came from;
+# the shards differ in size, so the replicas' epochs end after different numbers of batches.
+SHARD_SIZES = (150, 250, 100, 200)
+SMALL = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
+         "learning_rate_warmup_steps=10")
+
+
+def write_marked_shards(data_dir):
+    paths = datagen.shard_filenames(data_dir, "algorithmic_reverse", "train", len(SHARD_SIZES))
+    rng = np.random.default_rng(0)
+    for shard, (path, size) in enumerate(zip(paths, SHARD_SIZES)):
+        with tf.io.TFRecordWriter(path) as writer:
+            for length in rng.integers(1, 9, size):
+                symbols = [2 + shard] * int(length)
+                writer.write(datagen.example_proto(symbols + [EOS_ID], symbols + [EOS_ID]))
+
+
+@pytest.fixture(scope="module")
+def marked_data(tmp_path_factory):
+    data_dir = str(tmp_path_factory.mktemp("marked"))
+    write_marked_shards(data_dir)
+    return data_dir
+
+
+def hparams():
+    return registry.hparams("transformer_tiny").override(SMALL)
+
+
+def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marked_data):
+    """With one replica, epoch e is batched_dataset(seed=random_seed + e) over all files, as before."""
+    problem = registry.problem("algorithmic_reverse")
+    epochs = [list(input_pipeline.batched_dataset(problem, "train", marked_data, hparams(), shuffle=True, repeat=False,
+                                                  seed=7 + epoch).as_numpy_iterator()) for epoch in (0, 1, 2)]
+    assert {int(symbol) for batch in epochs[0] for symbol in np.unique(batch["inputs"])} == {0, 1, 2, 3, 4, 5}
+    expected = [batch for batches in epochs for batch in batches]
+    batches = replica_input.TrainingBatches(problem, marked_data, hparams(), 7, tf.distribute.get_strategy())
+    for index, want in enumerate(expected[:-1]):  # all but the last batch of epoch 2
+        got = batches.next()
+        assert all(np.array_equal(got[side].numpy(), want[side]) for side in want), index
+    batches.record_positions()
+    assert batches.epoch.numpy().tolist() == [2] and batches.batches_taken.numpy().tolist() == [len(epochs[2]) - 1]
+
+
+def test_fewer_shards_than_replicas_stop_naming_both_counts(marked_data):
+    eight_replicas = types.SimpleNamespace(num_replicas_in_sync=8)
+    with pytest.raises(ValueError, match=r"holds 4 train shards of algorithmic_reverse, but training has 8 replicas.*"
+                                         r"Regenerate the data with at least 8 train shards.*or train with fewer "
+                                         r"replicas"):
+        replica_input.TrainingBatches(registry.problem("algorithmic_reverse"), marked_data, hparams(), 1,
+                                      eight_replicas)
+
+
+def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
+    """max_length 1 drops every example: the pipeline would look for a batch epoch after epoch, forever."""
+    batches = replica_input.TrainingBatches(registry.problem("algorithmic_reverse"), marked_data,
+                                            hparams().replace(max_length=1), 1, tf.distribute.get_strategy())
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"train shards 0::1 in .* give no batches"):
+        batches.next()
+
+
+def logged_losses(output_dir):
+    from test_trainer import logged_scalars
+    return logged_scalars(output_dir)
+
+
+def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path, monkeypatch):
+    """Earlier versions saved scalar data_epoch / data_batches_taken; such a checkpoint continues the run."""
+    def train(output_dir, train_steps):
+        trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams(), marked_data, output_dir,
+                                   train_steps=train_steps, save_checkpoints_steps=30, schedule="train",
+                                   summary_steps=1, random_seed=3, log=lambda message: None)
+
+    reference = str(tmp_path / "reference")
+    train(reference, 50)
+
+    class ScalarPositions(replica_input.TrainingBatches):
+        """The checkpoint variables as earlier versions had them: one scalar each."""
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
+            self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
+
+        def record_positions(self):
+            if self._tags is not None:  # one replica: [[replica 0, epoch, batches taken]]
+                self.epoch.assign(self._tags[0, 1])
+                self.batches_taken.assign(self._tags[0, 2])
+
+    output_dir = str(tmp_path / "run")
+    with monkeypatch.context() as patched:
+        patched.setattr(replica_input, "TrainingBatches", ScalarPositions)
+        train(output_dir, 30)
+    saved = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-30"))
+    assert saved.get_variable_to_shape_map()["data_epoch/.ATTRIBUTES/VARIABLE_VALUE"] == []
+    assert saved.get_tensor("data_batches_taken/.ATTRIBUTES/VARIABLE_VALUE") == 30
+    train(output_dir, 50)
+    assert tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-50")).get_tensor(
+        "data_epoch/.ATTRIBUTES/VARIABLE_VALUE").tolist() == [1]  # the resumed run went on into the next epoch
+    resumed, expected = logged_losses(output_dir), logged_losses(reference)
+    np.testing.assert_allclose([resumed[s] for s in range(31, 51)], [expected[s] for s in range(31, 51)], rtol=1e-5)
+
+
+# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process.
+TWO_REPLICAS = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import numpy as np
+from t2t_lite import distribution, registry, replica_input, trainer
+
+data_dir, output_dir, overrides = sys.argv[1:4]
+problem = registry.problem("algorithmic_reverse")
+hparams = registry.hparams("transformer_tiny").override(overrides)
+report = {}
+
+# Which files each replica's batches come from: shard i holds only symbol 2 + i.
+messages = []
+batches = replica_input.TrainingBatches(problem, data_dir, hparams, 1, distribution.strategy_for(2), messages.append)
+symbols = [set(), set()]
+for _ in range(50):  # more than one epoch of each replica's files
+    for replica, local in enumerate(batches.strategy.experimental_local_results(batches.next())):
+        symbols[replica] |= set(np.unique(local["inputs"].numpy()).tolist())
+batches.record_positions()
+report["symbols"] = [sorted(s - {0, 1}) for s in symbols]
+report["positions"] = [batches.epoch.numpy().tolist(), batches.batches_taken.numpy().tolist()]
+report["messages"] = messages
+
+def train(name, train_steps, worker_gpu=2):
+    log = []
+    trainer.train_and_evaluate(problem, hparams, data_dir, f"{output_dir}/{name}", train_steps=train_steps,
+                               save_checkpoints_steps=10, schedule="train", summary_steps=1, random_seed=3,
+                               worker_gpu=worker_gpu, log=log.append)
+    return log
+
+train("uninterrupted", 24)
+train("interrupted", 10)  # stopped after ckpt-10, then the same command resumes
+position = tf.train.load_checkpoint(f"{output_dir}/interrupted/ckpt-10")
+report["saved"] = [position.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist()
+                   for name in ("epoch", "batches_taken")]
+train("interrupted", 24)
+# A run of one replica resumed with two: the positions cannot be mapped, every replica starts a fresh epoch.
+train("one_then_two", 4, worker_gpu=1)
+report["one_then_two"] = train("one_then_two", 5)
+print("REPORT " + json.dumps(report))
+"""
+
+
+def test_two_replicas_read_their_own_files_and_resume_at_their_own_positions(marked_data, tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-c", TWO_REPLICAS, marked_data, str(tmp_path), SMALL + ",tokens_per_step=512"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.split("REPORT ", 1)[1])
+    # Replica 0 read files 0 and 2 only (symbols 2, 4), replica 1 files 1 and 3 (symbols 3, 5).
+    assert report["symbols"] == [[2, 4], [3, 5]]
+    assert report["messages"] == [f"replica {r} of 2 reads 2 of 4 train shards." for r in (0, 1)]
+    # After 50 batches each, each replica is in an epoch of its own: their files (250 and 450
+    # examples) make about 17 and 30 batches per epoch.
+    epochs, taken = report["positions"]
+    assert epochs[0] > epochs[1] >= 1
+    # ckpt-10 (2 micro-batches per step: 20 batches per replica) holds both positions, replica 0 in epoch 1.
+    saved_epochs, saved_taken = report["saved"]
+    assert saved_epochs[0] == saved_epochs[1] + 1 == 1 and saved_taken[1] == 20 and 0 < saved_taken[0] < 20
+    uninterrupted = logged_losses(str(tmp_path / "uninterrupted"))
+    resumed = logged_losses(str(tmp_path / "interrupted"))
+    assert sorted(resumed) == sorted(uninterrupted) == list(range(1, 25))
+    np.testing.assert_allclose([resumed[s] for s in range(11, 25)], [uninterrupted[s] for s in range(11, 25)],
+                               rtol=1e-5)
+    assert any("holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
+               and "every replica starts epoch" in line for line in report["one_then_two"]), report["one_then_two"]
