@@ -101,6 +101,24 @@ def finish(processes, timeout=600):
     return results
 
 
+def kill_after_checkpoint_and_see_the_other_stop(processes, workers, output_dir, step, victim):
+    """SIGKILLs worker `victim` once ckpt-`step` exists; the other must stop within 60 s, naming it, no traceback."""
+    survivor = 1 - victim
+    checkpoint = os.path.join(output_dir, f"ckpt-{step}.index")
+    deadline = time.time() + 600
+    while not os.path.exists(checkpoint) and time.time() < deadline and processes[victim].poll() is None:
+        time.sleep(0.05)
+    assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
+    processes[victim].send_signal(signal.SIGKILL)
+    killed = time.time()
+    code, output = finish(processes[survivor:survivor + 1], timeout=60)[0]
+    assert time.time() - killed < 60
+    assert code != 0
+    assert f"lost worker {victim} ({workers[victim]})" in output and "relaunch all of them" in output, \
+        output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+
+
 def written_files(directory):
     return sorted(os.path.relpath(os.path.join(root, name), directory)
                   for root, _, names in os.walk(directory) for name in names)
@@ -136,18 +154,7 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_pa
 
     # 2. Relaunched to TRAIN_STEPS, worker 1 is killed after a checkpoint: worker 0 stops within 60 s.
     processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)
-    checkpoint = os.path.join(output_dir, f"ckpt-{KILL_AFTER}.index")
-    deadline = time.time() + 600
-    while not os.path.exists(checkpoint) and time.time() < deadline and processes[1].poll() is None:
-        time.sleep(0.05)
-    assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
-    processes[1].send_signal(signal.SIGKILL)
-    killed = time.time()
-    code, output = finish(processes[:1], timeout=60)[0]
-    assert time.time() - killed < 60
-    assert code != 0
-    assert f"lost worker 1 ({workers[1]})" in output and "relaunch all of them" in output, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
+    kill_after_checkpoint_and_see_the_other_stop(processes, workers, output_dir, KILL_AFTER, victim=1)
     finish(processes[1:])
     for scratch in glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*")):
         shutil.rmtree(scratch)  # a killed worker cannot remove its own

@@ -15,7 +15,8 @@ import tempfile
 import time
 
 from t2t_lite import registry, run_lock
-from test_multiworker import ENV, HPARAMS, REPO, finish, free_ports, launch_workers, started  # noqa: F401
+from test_multiworker import (ENV, HPARAMS, REPO, finish, free_ports,  # noqa: F401  (started: a fixture)
+                              kill_after_checkpoint_and_see_the_other_stop, launch_workers, started)
 
 # worker 0 (the chief) is killed once ckpt-KILL_AFTER is written, well before TRAIN_STEPS.
 KILL_AFTER, TRAIN_STEPS = 10, 20
@@ -48,18 +49,7 @@ def test_a_killed_chief_stops_the_other_worker_and_a_relaunch_resumes(tmp_path, 
 
     # 1. Worker 0, the chief, is killed after a checkpoint: worker 1 stops within 60 s, naming it.
     processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)
-    checkpoint = os.path.join(output_dir, f"ckpt-{KILL_AFTER}.index")
-    deadline = time.time() + 600
-    while not os.path.exists(checkpoint) and time.time() < deadline and processes[0].poll() is None:
-        time.sleep(0.05)
-    assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
-    processes[0].send_signal(signal.SIGKILL)
-    killed = time.time()
-    code, output = finish(processes[1:], timeout=60)[0]
-    assert time.time() - killed < 60
-    assert code != 0
-    assert f"lost worker 0 ({workers[0]})" in output and "relaunch all of them" in output, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
+    kill_after_checkpoint_and_see_the_other_stop(processes, workers, output_dir, KILL_AFTER, victim=0)
     finish(processes[:1])
     # The survivor removed its scratch directory as it stopped.
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
