@@ -100,11 +100,10 @@ def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_i
     int8 = dataclasses.replace(SETTINGS, quantize="int8")
     translate_all.translate_all(translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
                                 model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=lambda _: None)
-    for step in (10, 20):
-        model = inference.load_model(problem, HPARAMS, data_dir, os.path.join(model_dir, f"ckpt-{step}"),
-                                     quantize="int8")
-        alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
-        assert read_lines(str(tmp_path / f"src.txt-{step}")) == [t.hypotheses[0] for t in alone]
+    # The second checkpoint is the one a reused int8 model would get wrong (the first is loaded fresh anyway).
+    model = inference.load_model(problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8")
+    alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
+    assert read_lines(str(tmp_path / "src.txt-20")) == [t.hypotheses[0] for t in alone]
     assert read_lines(str(tmp_path / "src.txt-10")) != read_lines(str(tmp_path / "src.txt-20"))
 
 
