@@ -6,7 +6,6 @@ import subprocess
 import sys
 import types
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
