@@ -338,8 +338,7 @@ def main():
     if args.matmul_bound and (args.memory or args.activation_dtype != "float32"):
         sys.exit("bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
                  "--memory and --activation_dtype.")
-    if args.quantize and not (args.skip_train or args.savedmodel) or args.quantize and (args.memory or
-                                                                                       args.matmul_bound):
+    if args.quantize and (args.memory or args.matmul_bound or not (args.skip_train or args.savedmodel)):
         sys.exit("bench/peer_project.py: --quantize is for decoding only; give --skip-train (or --savedmodel), "
                  "and no --memory or --matmul_bound.")
     if args.savedmodel and (args.memory or args.matmul_bound or args.xla or args.activation_dtype != "float32"):

@@ -63,7 +63,11 @@ class SharedEmbedding(keras.layers.Layer):
         return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, hidden.dtype)))
 
     def quantize(self, mode=None, type_check=True, config=None):
-        """Replaces E by int8 rows, each with its own scale 127 / max|row| (Keras' AbsMaxQuantizer convention)."""
+        """Replaces E by int8 rows, each with its own scale 127 / max|row| (Keras' AbsMaxQuantizer convention).
+
+        Stored transposed, [d_model, vocab], the right-hand operand of `logits`; `mode` other than "int8"
+        raises NotImplementedError, which `keras.Model.quantize` expects of a layer that lacks the mode.
+        """
         if mode != "int8":
             raise NotImplementedError(f"SharedEmbedding.quantize: mode {mode!r}; only 'int8' is implemented.")
         self._check_quantize_args(mode, self.compute_dtype)
