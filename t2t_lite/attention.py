@@ -32,15 +32,17 @@ def causal_bias(length):
     return ops.expand_dims(ops.expand_dims(ops.where(allowed, 0.0, MASKED), 0), 0)
 
 
-def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, training=False):
+def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, training=False, keys_transposed=False):
     """Eq. 1 on [batch, heads, len, depth] tensors; returns (output, weights).
 
+    `keys_transposed`: `key` is Kᵀ, [batch, heads, depth, len] (a preallocated decoding cache
+    keeps its keys so; see `_write_in_place`).
     The logits and softmax are computed in float32 even under mixed precision: the
     large negative mask and the exponentials do not fit bfloat16/float16 safely.
     """
     depth = ops.shape(query)[-1]
     query = query * ops.cast(ops.rsqrt(ops.cast(depth, "float32")), query.dtype)
-    logits = ops.cast(ops.matmul(query, ops.transpose(key, (0, 1, 3, 2))), "float32")
+    logits = ops.cast(ops.matmul(query, key if keys_transposed else ops.transpose(key, (0, 1, 3, 2))), "float32")
     if bias is not None:
         # Keras casts layer arguments to the compute dtype; in float16 MASKED becomes -inf,
         # which would turn a softmax row into NaN, so clamp back to MASKED in float32.
@@ -52,7 +54,7 @@ def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, tra
     return ops.matmul(weights, value), weights
 
 
-def _shared_memory_attention(query, key, value, bias, dropout, training):
+def _shared_memory_attention(query, key, value, bias, dropout, training, keys_transposed=False):
     """Eq. 1 where each key/value row serves `group` consecutive query rows ([batch·group, ...] queries).
 
     The group's queries become one longer query block of their row, so the keys and values
@@ -62,7 +64,7 @@ def _shared_memory_attention(query, key, value, bias, dropout, training):
     rows = ops.shape(key)[0]
     grouped = ops.reshape(ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)),
                           (rows, heads, -1, depth))
-    output, weights = scaled_dot_product_attention(grouped, key, value, bias, dropout, training)
+    output, weights = scaled_dot_product_attention(grouped, key, value, bias, dropout, training, keys_transposed)
 
     def ungroup(x):  # [rows, heads, group·length, n] -> [rows·group, heads, length, n]
         x = ops.transpose(ops.reshape(x, (rows, heads, -1, length, ops.shape(x)[-1])), (0, 2, 1, 3, 4))
@@ -71,17 +73,23 @@ def _shared_memory_attention(query, key, value, bias, dropout, training):
     return ungroup(output), ungroup(weights)
 
 
-def _write_in_place(cache, step, position):
+def _write_in_place(cache, step, position, transposed=False):
     """Writes a step's keys or values into a preallocated [batch, heads, len·group, depth] cache.
 
     `step` is [batch·group, heads, 1, depth]: with beam slots (`Transformer.decode_step`) the
     group is a sentence's beams, which share one cache row and write their entries for
     `position` side by side (slot b at position·group + b), so the update is one contiguous
     block and XLA writes it in place; without, group = 1 and it lands at `position`.
+    `transposed`: the cache is [batch, heads, depth, len·group] (the keys, so that QKᵀ is a
+    plain product of [.., q, depth] by [.., depth, len] with no transpose of the whole cache
+    per step: on a CPU under XLA the transposed operand took twice as long, docs/benchmarks.md).
     """
-    sentences, heads, depth = ops.shape(cache)[0], ops.shape(cache)[1], ops.shape(cache)[3]
+    sentences, heads = ops.shape(cache)[0], ops.shape(cache)[1]
+    depth = ops.shape(step)[3]
     group = ops.shape(step)[0] // sentences
     block = ops.transpose(ops.reshape(step, (sentences, group, heads, depth)), (0, 2, 1, 3))
+    if transposed:
+        return ops.slice_update(cache, (0, 0, 0, position * group), ops.transpose(block, (0, 1, 3, 2)))
     return ops.slice_update(cache, (0, 0, position * group, 0), block)
 
 
@@ -103,9 +111,10 @@ class MultiHeadAttention(keras.layers.Layer):
         cache: self-attention during incremental decoding: {"k", "v"} of shape
             [batch, heads, steps_so_far, depth]; the new step's keys and values are
             appended and the grown dict is returned.
-        cache_position: with `cache`, a preallocated cache instead ([batch, heads,
-            max_length, depth], static shapes for XLA): the new step's keys and values
-            are written at this position, and `bias` must mask the positions after it.
+        cache_position: with `cache`, a preallocated cache instead ({"k_transposed":
+            [batch, heads, depth, max_length], "v": [batch, heads, max_length, depth]}, static
+            shapes for XLA): the new step's keys and values are written at this position,
+            and `bias` must mask the positions after it.
         memory_kv: encoder-decoder attention during decoding: {"k", "v"} computed once
             per sentence by `project_memory`, used instead of `memory_input`. It may have
             fewer rows than the queries: each of its rows then serves (query rows ÷ memory
@@ -168,16 +177,20 @@ class MultiHeadAttention(keras.layers.Layer):
             step = self.project_memory(query_input)
             if cache_position is None:
                 cache = {name: ops.concatenate([cache[name], step[name]], axis=2) for name in ("k", "v")}
+                key = cache["k"]
             else:
-                cache = {name: _write_in_place(cache[name], step[name], cache_position) for name in ("k", "v")}
-            key, value = cache["k"], cache["v"]
+                cache = {"k_transposed": _write_in_place(cache["k_transposed"], step["k"], cache_position, True),
+                         "v": _write_in_place(cache["v"], step["v"], cache_position)}
+                key = cache["k_transposed"]
+            value = cache["v"]
         else:
             if memory_kv is None:
                 memory_kv = self.project_memory(query_input if memory_input is None else memory_input)
             key, value = memory_kv["k"], memory_kv["v"]
         dropout = self.dropout if self.attention_dropout else None
         if cache_position is not None or (memory_kv is not None and cache is None):
-            heads, weights = _shared_memory_attention(query, key, value, bias, dropout, training)
+            heads, weights = _shared_memory_attention(query, key, value, bias, dropout, training,
+                                                      keys_transposed=cache_position is not None)
         else:
             heads, weights = scaled_dot_product_attention(query, key, value, bias, dropout, training)
         output = self.output_projection(self.combine_heads(heads))

@@ -25,7 +25,8 @@ class DecoderLayer(keras.layers.Layer):
         memory: encoder output [batch, src_len, d_model] (unused when `cache` holds its keys/values).
         self_bias: causal bias for full sequences; None for one cached step.
         memory_bias: source padding bias.
-        cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} for incremental decoding.
+        cache: None, or {"self": {"k", "v"}, "memory": {"k", "v"}} for incremental decoding
+            ({"self": {"k_transposed", "v"}, ...} preallocated, see `Decoder.initial_cache`).
         return_weights, training.
         cache_position: the step's position in a preallocated self-attention cache (see
             `MultiHeadAttention`; `self_bias` then masks the positions after it), or None.
@@ -96,8 +97,10 @@ class Decoder(keras.layers.Layer):
         Every leaf is batch-major ([batch, heads, len, depth]), so beam search can
         reorder the cache with one gather along axis 0. The self-attention keys/values
         start with 0 positions and grow by one per step, or with `max_length` > 0 are
-        preallocated zeros that each step writes into (`cache_position`; static shapes).
-        With `beam_slots` > 0 as well they are [batch, heads, max_length·beam_slots, depth]: one
+        preallocated zeros that each step writes into (`cache_position`; static shapes), the
+        keys then transposed: "k_transposed" [batch, heads, depth, max_length] beside "v"
+        [batch, heads, max_length, depth] (see `attention._write_in_place`).
+        With `beam_slots` > 0 as well they have max_length·beam_slots positions: one
         slot per beam, never reordered, position t of slot b at t·beam_slots + b (see
         `Transformer.decode_step`).
         """
@@ -107,12 +110,18 @@ class Decoder(keras.layers.Layer):
         cache = {}
         for index, layer in enumerate(self.stack):
             cache[f"layer_{index}"] = {
-                "self": {name: ops.zeros((batch, heads, length, channels // heads), dtype=memory.dtype)
-                         for name, channels in (("k", self.hparams.key_channels),
-                                                ("v", self.hparams.value_channels))},
+                "self": self._self_attention_cache(batch, heads, length, memory.dtype, transposed=max_length > 0),
                 "memory": layer.memory_attention.project_memory(memory),
             }
         return cache
+
+    def _self_attention_cache(self, batch, heads, length, dtype, transposed):
+        key_depth, value_depth = self.hparams.key_channels // heads, self.hparams.value_channels // heads
+        if transposed:
+            return {"k_transposed": ops.zeros((batch, heads, key_depth, length), dtype=dtype),
+                    "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype)}
+        return {"k": ops.zeros((batch, heads, length, key_depth), dtype=dtype),
+                "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype)}
 
     def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,
              training=False, cache_position=None):

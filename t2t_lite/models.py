@@ -177,7 +177,7 @@ class Transformer(keras.Model):
     @staticmethod
     def _beam_slots(cache):
         """Hypotheses per cache row: the "slots" rows are [batch·beam], the keys/values [batch]."""
-        return ops.shape(cache["slots"])[0] // ops.shape(cache["layers"]["layer_0"]["self"]["k"])[0]
+        return ops.shape(cache["slots"])[0] // ops.shape(cache["layers"]["layer_0"]["self"]["v"])[0]
 
     def _mark_own_slot(self, cache, step):
         """"slots" [batch·beam, max_length] with position `step` set to each row's own slot."""
@@ -197,6 +197,6 @@ class Transformer(keras.Model):
     @staticmethod
     def _filled_positions_bias(cache, step):
         """[1, 1, 1, max_length] bias that lets a step attend to positions ≤ step of a preallocated cache."""
-        max_length = ops.shape(cache["layers"]["layer_0"]["self"]["k"])[2]
+        max_length = ops.shape(cache["layers"]["layer_0"]["self"]["v"])[2]
         bias = ops.where(ops.arange(max_length) <= step, 0.0, MASKED)
         return ops.reshape(bias, (1, 1, 1, max_length))

@@ -112,7 +112,11 @@ def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocate
         steps.append(np.asarray(logits))
         ids = features["targets"][:, step]
     assert np.abs(np.stack(steps, axis=1) - full).max() <= 1e-4
-    assert cache["layers"]["layer_0"]["self"]["k"].shape[2] == (max_length or features["targets"].shape[1])
+    self_cache, positions = cache["layers"]["layer_0"]["self"], max_length or features["targets"].shape[1]
+    assert self_cache["v"].shape[2] == positions
+    # Preallocated, the keys are kept transposed ([.., depth, positions]) for a plain QKᵀ product.
+    assert (self_cache["k_transposed"].shape[2:] if preallocated else self_cache["k"].shape[2:4][::-1]) == (
+        self_cache["v"].shape[3], positions)
 
 
 def test_beam_slots_follow_hypotheses_that_beam_search_reorders():
@@ -137,7 +141,9 @@ def test_beam_slots_follow_hypotheses_that_beam_search_reorders():
         cache["slots"] = np.asarray(cache["slots"])[parents]
         ids = rng.integers(2, model.vocab_size, size=batch * beam).astype("int32")
         history = np.concatenate([history[parents], ids[:, None]], axis=1)
-    assert cache["layers"]["layer_0"]["self"]["k"].shape[:3] == (batch, model.hparams.num_heads, (length + 2) * beam)
+    self_cache = cache["layers"]["layer_0"]["self"]
+    assert self_cache["v"].shape[:3] == (batch, model.hparams.num_heads, (length + 2) * beam)
+    assert self_cache["k_transposed"].shape[3] == (length + 2) * beam
 
 
 def test_dropout_only_in_training():
