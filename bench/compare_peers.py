@@ -8,9 +8,10 @@
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
 the two memory probes (once, --memory_presets), then in each round the matmul peak, per
 preset the peers, t2t_lite, t2t_lite +XLA, t2t_lite in bfloat16, the exported SavedModel,
-the int8 decoder and int8 export (decode only, t2t_lite/quantization.py) and the preset
-step's matmul-only bound (oneDNN's and XLA's kernels), and the matmul peak
-again (the higher one counts); with --repeats the rounds interleave every row.
+per --quantize mode (int8, bfloat16: t2t_lite/quantization.py) the XLA decoder and the XLA
+export with those product weights (decode only), the preset step's matmul-only bound
+(oneDNN's and XLA's kernels), and the matmul peak again (the higher one counts); with
+--repeats the rounds interleave every row.
 
 The peers are the scripts of the peers' harness, which is not part of this repository:
 found as ../shared/peers beside the checkout, or --peers_dir. Each runs in its own
@@ -40,8 +41,9 @@ import subprocess
 import sys
 import tempfile
 
-from peer_summary import (BOUNDS, MEMORY_PHASES, OURS, OURS_BF16, OURS_SAVEDMODEL, OURS_SAVEDMODEL_INT8, OURS_XLA,
-                          OURS_XLA_INT8, PEAK, PEAK_BF16, PEERS, best_peaks, format_table, preset_summary)
+from peer_summary import (BOUNDS, MEMORY_PHASES, OURS, OURS_BF16, OURS_SAVEDMODEL, OURS_SAVEDMODEL_BF16_WEIGHTS,
+                          OURS_SAVEDMODEL_INT8, OURS_XLA, OURS_XLA_BF16_WEIGHTS, OURS_XLA_INT8, PEAK, PEAK_BF16, PEERS,
+                          best_peaks, format_table, preset_summary)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -57,6 +59,9 @@ PEER_SCRIPTS = {
     "ctranslate2": ("ct2", "peer_ctranslate2.py", ["--compute-type", "float32"]),
     "ctranslate2-int8": ("ct2", "peer_ctranslate2.py", ["--compute-type", "int8"]),
 }
+# --quantize mode -> the labels of its rows: the XLA decoder's and the XLA export's.
+QUANTIZED_ROWS = {"int8": (OURS_XLA_INT8, OURS_SAVEDMODEL_INT8),
+                  "bfloat16": (OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS)}
 
 
 class PeersNotFoundError(FileNotFoundError):
@@ -162,10 +167,11 @@ def run_all(args, peers_dir, log_path) -> tuple:
         ours.append((OURS_BF16, our_command(peers_dir, "--activation_dtype", "bfloat16")))
     if not args.no_savedmodel:
         ours.append((OURS_SAVEDMODEL, our_command(peers_dir, "--savedmodel")))
-    if not args.no_int8:
-        ours.append((OURS_XLA_INT8, our_command(peers_dir, "--xla", "--quantize", "int8", "--skip-train")))
+    for mode in args.quantize:
+        decoder, export = QUANTIZED_ROWS[mode]
+        ours.append((decoder, our_command(peers_dir, "--xla", "--quantize", mode, "--skip-train")))
         if not args.no_savedmodel:
-            ours.append((OURS_SAVEDMODEL_INT8, our_command(peers_dir, "--savedmodel", "--quantize", "int8")))
+            ours.append((export, our_command(peers_dir, "--savedmodel", "--quantize", mode)))
     if not args.no_matmul_bound:
         ours += [(BOUNDS[0], our_command(peers_dir, "--matmul_bound")),
                  (BOUNDS[1], our_command(peers_dir, "--matmul_bound", "--xla"))]
@@ -189,8 +195,10 @@ def parse_args(argv=None):
     parser.add_argument("--skip_peers", action="store_true", help="only the t2t_lite rows (and the matmul peak)")
     parser.add_argument("--no_bf16", action="store_true", help="leave out the bfloat16 row and its matmul peak")
     parser.add_argument("--no_savedmodel", action="store_true", help="leave out the exported SavedModel's row")
-    parser.add_argument("--no_int8", action="store_true",
-                        help="leave out the int8 decoding rows (the XLA decoder and, unless --no_savedmodel, the export)")
+    parser.add_argument("--quantize", default=",".join(QUANTIZED_ROWS),
+                        help="decode-only rows with lower-precision product weights, per mode (comma-separated "
+                             "subset of int8,bfloat16; '' = none): the XLA decoder and, unless --no_savedmodel, "
+                             "the XLA export")
     parser.add_argument("--no_matmul_bound", action="store_true",
                         help="leave out the matmul-only bound of each preset's step (two rows per preset)")
     parser.add_argument("--memory_presets", default="base",
@@ -208,6 +216,10 @@ def parse_args(argv=None):
     args.presets = [preset for preset in args.presets.split(",") if preset]
     args.peers = [peer for peer in args.peers.split(",") if peer]
     args.memory_presets = [preset for preset in args.memory_presets.split(",") if preset]
+    args.quantize = [mode for mode in args.quantize.split(",") if mode]
+    if set(args.quantize) - set(QUANTIZED_ROWS):
+        parser.error(f"--quantize: unknown {', '.join(sorted(set(args.quantize) - set(QUANTIZED_ROWS)))}; "
+                     f"choose from {','.join(QUANTIZED_ROWS)}.")
     unknown = [preset for preset in args.presets + args.memory_presets if preset not in ("tiny", "base")]
     if unknown:
         parser.error(f"--presets: unknown {', '.join(unknown)}; choose from tiny,base.")

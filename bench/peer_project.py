@@ -3,6 +3,7 @@
     .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
     .venv/bin/python bench/peer_project.py --preset base --savedmodel       # the exported SavedModel, decode only
     .venv/bin/python bench/peer_project.py --preset base --xla --quantize int8 --skip-train   # int8 products
+    .venv/bin/python bench/peer_project.py --preset base --xla --quantize bfloat16 --skip-train   # bfloat16 weights
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
     .venv/bin/python bench/peer_project.py --preset base --matmul_bound [--xla]  # the step's products alone
@@ -19,10 +20,10 @@ What is timed is what a user gets:
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
-  * `--quantize int8` decodes with t2t_lite/quantization.py's int8 products (what
-    `--decode_hparams=quantize=int8` gives t2t-decoder and t2t-exporter), quantized from the
-    same random float32 weights; decoding only (training is never int8), so give --skip-train;
-    with --savedmodel, the int8 export;
+  * `--quantize int8` / `--quantize bfloat16` decodes with t2t_lite/quantization.py's int8
+    products or bfloat16 product weights (what `--decode_hparams=quantize=...` gives
+    t2t-decoder and t2t-exporter), converted from the same random float32 weights; decoding
+    only (training never is), so give --skip-train; with --savedmodel, that export;
   * `--savedmodel`: the model exported by export.py's `serving_module` and `write_saved_model`
     (what t2t-exporter writes, minus the checkpoint), loaded with tf.saved_model.load, its
     `translate_ids` signature called on the same ids, one export for greedy and one for beam
@@ -330,7 +331,8 @@ def extra_flags(parser):
     parser.add_argument("--matmul_bound", action="store_true",
                         help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
     parser.add_argument("--quantize", default="", choices=quantization.MODES,
-                        help="decode with int8 products (t2t_lite/quantization.py); decoding only: give --skip-train")
+                        help="decode with int8 products or bfloat16 product weights (t2t_lite/quantization.py); "
+                             "decoding only: give --skip-train")
 
 
 def main():

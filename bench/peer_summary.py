@@ -24,10 +24,12 @@ import statistics
 PEERS = ("modelgarden", "torch", "kerashub", "modelgarden-xla", "kerashub-xla", "ctranslate2", "ctranslate2-int8")
 CT2, CT2_INT8 = "ctranslate2", "ctranslate2-int8"
 OURS, OURS_XLA, OURS_BF16, OURS_SAVEDMODEL = "t2t_lite", "t2t_lite-xla", "t2t_lite-bf16", "t2t_lite-savedmodel"
-# int8 products (t2t_lite/quantization.py), decode only: the XLA decoder and the XLA export.
+# int8 or bfloat16 product weights (t2t_lite/quantization.py), decode only: the XLA decoder and the XLA export.
 OURS_XLA_INT8, OURS_SAVEDMODEL_INT8 = "t2t_lite-xla-int8", "t2t_lite-savedmodel-int8"
+OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS = "t2t_lite-xla-bf16-weights", "t2t_lite-savedmodel-bf16-weights"
 OUR_VARIANTS = {OURS_XLA: "xla", OURS_BF16: "bf16", OURS_SAVEDMODEL: "savedmodel",  # summary key of each
-                OURS_XLA_INT8: "xla_int8", OURS_SAVEDMODEL_INT8: "savedmodel_int8"}
+                OURS_XLA_INT8: "xla_int8", OURS_SAVEDMODEL_INT8: "savedmodel_int8",
+                OURS_XLA_BF16_WEIGHTS: "xla_bf16_weights", OURS_SAVEDMODEL_BF16_WEIGHTS: "savedmodel_bf16_weights"}
 PEAK, PEAK_BF16 = "matmul_peak", "matmul_peak_bf16"
 BOUNDS = ("matmul_bound", "matmul_bound-xla")  # oneDNN's kernels, XLA's
 MEMORY_PHASES = ("train", "decode")
@@ -160,7 +162,7 @@ def targets(summary) -> dict:
     float32); the beam target's entry also gives each of them against Model Garden and Model
     Garden + XLA, so a win that comes from XLA alone shows. The SavedModel target counts the
     float32 export against CTranslate2 float32. Against CTranslate2 int8, whose products are
-    int8, every decoder of ours counts, the bfloat16 and int8 ones included.
+    int8, every decoder of ours counts, the bfloat16, int8 and bfloat16-weights ones included.
     """
     float32_rows = our_rows(summary, (OURS_XLA,))
     best_train = max((row["train_tokens_per_s"] or 0 for row in float32_rows.values()), default=0)

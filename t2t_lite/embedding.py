@@ -14,10 +14,14 @@ no token information, only their position.
 For decoding only, `quantize("int8")` replaces E by int8 rows and one scale per row
 (t2t_lite/quantization.py): the lookup dequantizes the rows it takes, and the
 projection quantizes each hidden row on the fly, so `h Eᵀ` is an int8 product.
+`use_bfloat16_weights()` replaces E by its bfloat16 rounding instead: the lookup takes
+those rows, and `h Eᵀ` is a bfloat16 product summed in float32.
 """
 
 import keras
 from keras import ops, quantizers
+
+from t2t_lite.quantization import bfloat16_matmul
 
 
 class SharedEmbedding(keras.layers.Layer):
@@ -28,7 +32,7 @@ class SharedEmbedding(keras.layers.Layer):
         hidden_size: d_model.
 
     Methods: `call(ids)` -> [..., d_model] embeddings; `logits(hidden)` -> [..., vocab] (hidden Eᵀ);
-    `quantize("int8")` for decoding (see the module docstring).
+    `quantize("int8")` and `use_bfloat16_weights()` for decoding (see the module docstring).
     The matrix is initialised N(0, d_model^-0.5), tensor2tensor's choice, so embeddings
     scaled by √d_model start at unit variance like the positional encodings they are added to.
     """
@@ -38,6 +42,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.int8 = False  # set by quantize("int8")
+        self.bfloat16 = False  # set by use_bfloat16_weights()
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(
@@ -50,6 +55,8 @@ class SharedEmbedding(keras.layers.Layer):
         if self.int8:
             rows = ops.moveaxis(ops.take(self.embeddings_int8, ids, axis=1), 0, -1)
             vectors = ops.cast(rows, self.compute_dtype) / ops.take(self.embeddings_scale, ids, axis=0)[..., None]
+        elif self.bfloat16:
+            vectors = ops.cast(ops.take(self.embeddings_bfloat16, ids, axis=0), self.compute_dtype)
         else:
             vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         not_padding = ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), self.compute_dtype)
@@ -60,6 +67,8 @@ class SharedEmbedding(keras.layers.Layer):
             quantized, hidden_scale = quantizers.abs_max_quantize(hidden, axis=-1)
             products = ops.matmul(quantized, self.embeddings_int8)  # int8 x int8 -> int32
             return ops.cast(products, hidden.dtype) / (hidden_scale * ops.cast(self.embeddings_scale, hidden.dtype))
+        if self.bfloat16:
+            return ops.cast(bfloat16_matmul(hidden, self.embeddings_bfloat16, transpose_weights=True), hidden.dtype)
         return ops.matmul(hidden, ops.transpose(ops.cast(self.embeddings, hidden.dtype)))
 
     def quantize(self, mode=None, type_check=True, config=None):
@@ -81,6 +90,21 @@ class SharedEmbedding(keras.layers.Layer):
         self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
         self._is_quantized = True
         self.int8 = True
+
+    def use_bfloat16_weights(self):
+        """Replaces E by its bfloat16 rounding, [vocab, d_model] as before (t2t_lite/quantization.py)."""
+        rounded = ops.convert_to_numpy(ops.cast(self.embeddings, "bfloat16"))
+        self._tracker.unlock()
+        try:
+            del self.embeddings
+            # autocast=False: a float32 layer must not cast the bfloat16 matrix back to float32 when it reads it.
+            self.embeddings_bfloat16 = self.add_weight(name="embeddings_bfloat16", shape=rounded.shape,
+                                                       initializer="zeros", dtype="bfloat16", trainable=False,
+                                                       autocast=False)
+        finally:
+            self._tracker.lock()
+        self.embeddings_bfloat16.assign(rounded)
+        self.bfloat16 = True
 
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "hidden_size": self.hidden_size}

@@ -66,17 +66,30 @@ def test_ctranslate2_rows_are_run_as_the_harness_runs_them_and_the_savedmodel_ro
                                                  "--skip-train", "--decode-repeats", "1"]
     assert by_label["t2t_lite-savedmodel-int8"][1:] == [project, "--peers_dir", str(tmp_path), "--savedmodel",
                                                         "--quantize", "int8", "--decode-repeats", "1"]
+    # ... and the same two with bfloat16 product weights.
+    assert by_label["t2t_lite-xla-bf16-weights"][1:] == [project, "--peers_dir", str(tmp_path), "--xla", "--quantize",
+                                                         "bfloat16", "--skip-train", "--decode-repeats", "1"]
+    assert by_label["t2t_lite-savedmodel-bf16-weights"][1:] == [project, "--peers_dir", str(tmp_path), "--savedmodel",
+                                                                "--quantize", "bfloat16", "--decode-repeats", "1"]
     assert [label for label, _, preset in commands if preset is None] == ["matmul_peak", "matmul_peak"]
     args.no_savedmodel = True
     commands.clear()
     compare_peers.run_all(args, str(tmp_path), str(tmp_path / "run.log"))
     labels = {label for label, _, _ in commands}
-    assert "t2t_lite-savedmodel" not in labels and "t2t_lite-savedmodel-int8" not in labels
-    assert "t2t_lite-xla-int8" in labels
-    args.no_int8 = True
+    assert not {"t2t_lite-savedmodel", "t2t_lite-savedmodel-int8", "t2t_lite-savedmodel-bf16-weights"} & labels
+    assert {"t2t_lite-xla-int8", "t2t_lite-xla-bf16-weights"} <= labels
+    args.quantize = ["bfloat16"]
     commands.clear()
     compare_peers.run_all(args, str(tmp_path), str(tmp_path / "run.log"))
-    assert "t2t_lite-xla-int8" not in {label for label, _, _ in commands}
+    labels = {label for label, _, _ in commands}
+    assert "t2t_lite-xla-int8" not in labels and "t2t_lite-xla-bf16-weights" in labels
+
+
+def test_an_unknown_quantize_mode_names_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        compare_peers.parse_args(["--quantize", "int4"])
+    assert "--quantize: unknown int4; choose from int8,bfloat16." in capsys.readouterr().err
+    assert compare_peers.parse_args(["--quantize", ""]).quantize == []
 
 
 def test_json_output_has_one_object_per_preset_with_the_issue_fields(tmp_path, monkeypatch, capsys):

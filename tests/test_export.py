@@ -385,28 +385,30 @@ def test_in_graph_normalization_equals_python_str_split():
     assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]
 
 
-def test_int8_export_decodes_as_the_int8_library_and_keeps_the_trained_translations(setup):
-    """`--decode_hparams=quantize=int8`: int8 weights in the SavedModel, the same ids as decode_batch on the
-    quantized model, and the trained model's translations (word reversal) almost all unchanged."""
-    export_dir = str(setup["root"] / "export_int8")
+@pytest.mark.parametrize("mode, dtype", [("int8", tf.int8), ("bfloat16", tf.bfloat16)])
+def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(setup, mode, dtype):
+    """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, the same ids as
+    decode_batch on the converted model, and the trained model's translations (word reversal) almost all unchanged."""
+    export_dir = str(setup["root"] / f"export_{mode}")
     flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
     run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
-        f"{name}={value}" for name, value in {**DECODE, "quantize": "int8", "xla": "true"}.items())])
+        f"{name}={value}" for name, value in {**DECODE, "quantize": mode, "xla": "true"}.items())])
     version_dir = os.path.join(export_dir, str(STEP))
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
-        assert json.load(file)["decode_hparams"]["quantize"] == "int8"
+        assert json.load(file)["decode_hparams"]["quantize"] == mode
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
     dtypes = [dtype for name, dtype in reader.get_variable_to_dtype_map().items() if name.startswith("model_weights/")]
     # One encoder layer (4 attention projections, 2 FFN), one decoder layer (4 + 4 + 2), the shared embedding.
-    assert dtypes.count(tf.int8) == 6 + 10 + 1
+    assert dtypes.count(dtype) == 6 + 10 + 1
+    assert tf.float32 in dtypes  # biases, layer normalization
     loaded = tf.saved_model.load(version_dir)
 
     sentences = random_sentences(seed=2, count=64)
-    int8_model = inference.load_model(registry.problem("translate_files"), setup["hparams"],
-                                      str(setup["root"] / "data"), str(setup["root"] / "train"), quantize="int8")
+    converted = inference.load_model(registry.problem("translate_files"), setup["hparams"],
+                                     str(setup["root"] / "data"), str(setup["root"] / "train"), quantize=mode)
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
     batch = padded([vocab.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in sentences])
-    ids, _ = decoding.decode_batch(int8_model, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
+    ids, _ = decoding.decode_batch(converted, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
                                    extra_length=DECODE["extra_length"])
     outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
     np.testing.assert_array_equal(outputs[:, :ids.shape[1]], ids)

@@ -1,7 +1,9 @@
-"""int8 products for decoding (t2t_lite/quantization.py) against the scheme's formula, written out here in numpy.
+"""Lower-precision products for decoding (t2t_lite/quantization.py) against each mode's formula, written out
+here in numpy.
 
-    s_W[j] = 127 / max_i |W[i, j]|,  W_q = round(W · s_W);  s_x = 127 / max_i |x[i]|,  x_q = round(x · s_x)
-    y[j] = (x_q · W_q)[j] / (s_x · s_W[j])
+int8:      s_W[j] = 127 / max_i |W[i, j]|,  W_q = round(W · s_W);  s_x = 127 / max_i |x[i]|,  x_q = round(x · s_x)
+           y[j] = (x_q · W_q)[j] / (s_x · s_W[j])
+bfloat16:  y[j] = Σ_i bf16(x[i]) · bf16(W[i, j]), bf16 = rounding to 8 significant bits, to nearest, ties to even
 """
 
 import numpy as np
@@ -124,5 +126,104 @@ def test_an_unknown_mode_names_the_flag_and_the_choices():
     problem, hparams = registry.problem("algorithmic_reverse"), registry.hparams("transformer_tiny")
     assert inference.decode_hparams(hparams, problem, "quantize=int8").quantize == "int8"
     assert inference.decode_hparams(hparams, problem).quantize == ""
-    with pytest.raises(HParamsError, match=r"--decode_hparams: quantize='int4'.*'int8'"):
+    assert inference.decode_hparams(hparams, problem, "quantize=bfloat16").quantize == "bfloat16"
+    with pytest.raises(HParamsError, match=r"--decode_hparams: quantize='int4'.*'int8' or 'bfloat16'"):
         inference.decode_hparams(hparams, problem, "quantize=int4")
+
+
+# -- bfloat16 product weights ----------------------------------------------------------------------
+def bfloat16_by_formula(values):
+    """Rounds float32 values to bfloat16 (the upper 16 bits; to nearest, ties to even), as float64."""
+    bits = np.asarray(values, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return rounded.view(np.float32).astype(np.float64)
+
+
+def test_the_rounding_formula_keeps_8_significant_bits():
+    assert bfloat16_by_formula([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -7, -3.0]).tolist() == [
+        1.0, 1.0, 1 + 2 ** -6, 1 + 2 ** -7, -3.0]  # ties to even both ways
+
+
+def in_xla(function):
+    return tf.function(function, jit_compile=True)
+
+
+def test_the_bfloat16_pre_softmax_projection_and_lookup_are_the_formula_with_and_without_xla():
+    float_layer, layer = (SharedEmbedding(VOCAB, HIDDEN) for _ in range(2))
+    tf.keras.utils.set_random_seed(5)
+    for each in (float_layer, layer):
+        each.build()
+    layer.embeddings.assign(float_layer.embeddings)
+    layer.use_bfloat16_weights()
+    assert [(variable.name, variable.dtype) for variable in layer.weights] == [("embeddings_bfloat16", "bfloat16")]
+    matrix = bfloat16_by_formula(float_layer.embeddings.numpy())
+    hidden = np.random.default_rng(1).normal(size=(6, HIDDEN)).astype(np.float32)
+    expected = bfloat16_by_formula(hidden) @ matrix.T
+    for logits in (layer.logits(tf.constant(hidden)), in_xla(layer.logits)(tf.constant(hidden))):
+        assert logits.dtype == tf.float32
+        np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-6)
+    ids = np.array([[3, 7, 0], [49, 1, 0]])
+    np.testing.assert_allclose(layer(tf.constant(ids)).numpy(), matrix[ids] * np.sqrt(HIDDEN) * (ids != 0)[..., None],
+                               rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def bfloat16_models():
+    """A random tiny Transformer (float32) and its copy with bfloat16 product weights."""
+    hparams = HParams(hidden_size=32, filter_size=64, num_heads=4, num_hidden_layers=2, max_length=32,
+                      layer_prepostprocess_dropout=0.0)
+    built = []
+    for _ in range(2):
+        tf.keras.utils.set_random_seed(3)
+        model = Transformer(hparams, vocab_size=VOCAB)
+        model({"inputs": np.ones([1, 3], np.int32), "targets": np.ones([1, 2], np.int32)})
+        built.append(model)
+    return built[0], quantization.quantize_for_decoding(built[1], "bfloat16")
+
+
+def test_a_bfloat16_dense_is_the_formula_with_its_float32_bias_and_activation(bfloat16_models):
+    float_model, model = bfloat16_models
+    pairs = [(a, b) for a, b in zip(float_model._flatten_layers(), model._flatten_layers())
+             if isinstance(b, quantization.BFloat16Dense) and b.activation.__name__ == "relu" and b.bias is not None]
+    assert pairs, "the FFN's first layer (ReLU, with a bias)"
+    float_layer, layer = pairs[0]
+    x = np.random.default_rng(2).normal(size=(3, 5, float_layer.kernel.shape[0])).astype(np.float32)
+    expected = np.maximum(bfloat16_by_formula(x) @ bfloat16_by_formula(float_layer.kernel.numpy())
+                          + float_layer.bias.numpy(), 0)
+    for outputs in (layer(tf.constant(x)), in_xla(layer)(tf.constant(x))):
+        assert outputs.dtype == tf.float32 and outputs.shape == expected.shape
+        np.testing.assert_allclose(outputs.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_every_product_weight_is_bfloat16_and_the_rest_stays_float32(bfloat16_models):
+    float_model, model = bfloat16_models
+    dense = [layer for layer in model._flatten_layers() if isinstance(layer, tf.keras.layers.Dense)]
+    assert len(dense) == 2 * 6 + 2 * 10 and all(isinstance(layer, quantization.BFloat16Dense) for layer in dense)
+    assert sorted(variable.path for variable in model.weights if variable.dtype == "bfloat16") == sorted(
+        [layer._kernel.path for layer in dense] + [f"{model.name}/shared_embedding/embeddings_bfloat16"])
+    assert {variable.dtype for variable in model.weights if "norm" in variable.path or "bias" in variable.name} == {
+        "float32"}
+    assert len(model.weights) == len(float_model.weights)  # each float32 kernel replaced, none kept beside it
+
+
+def test_bfloat16_teacher_forced_predictions_stay_those_of_the_float32_model(bfloat16_models):
+    float_model, model = bfloat16_models
+    features = {"inputs": sentences([9, 6, 12], seed=1), "targets": sentences([8, 10, 5], seed=2)}
+    exact, rounded = float_model(features).numpy(), model(features).numpy()
+    assert np.abs(rounded - exact).max() < 0.05 * exact.std()
+    assert np.mean(rounded.argmax(-1) == exact.argmax(-1)) > 0.95
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_bfloat16_cached_decoding_equals_full_recomputation_and_xla(bfloat16_models, beam_size):
+    """Activations are rounded per value, so the cache and XLA's bfloat16 kernels change nothing but sum order."""
+    _, model = bfloat16_models
+    inputs = sentences([5, 7, 11], seed=4)
+    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
+    cached_ids, cached_scores = decoding.decode_batch(model, inputs, **settings)
+    full_ids, full_scores = decoding.decode_batch(model, inputs, use_cache=False, **settings)
+    xla_ids, xla_scores = decoding.decode_batch(model, inputs, xla=True, **settings)
+    np.testing.assert_array_equal(cached_ids, full_ids)
+    np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
+    np.testing.assert_array_equal(xla_ids, cached_ids[..., :xla_ids.shape[-1]])
+    np.testing.assert_allclose(xla_scores, cached_scores, rtol=1e-4)
