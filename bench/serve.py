@@ -7,7 +7,7 @@
 Made here, in a temporary directory: a 1,000-piece SentencePiece vocabulary trained on
 `--source_file`, a `--hparams_set` model with random weights (float32) saved as a
 checkpoint, and exports of it by `export_model`: the plain one, `xla=true`, and (asked for
-with `--exports`) `xla=true,quantize=int8`.
+with `--exports`) `xla=true,quantize=int8` and `xla=true,quantize=bfloat16`.
 Each is loaded with `tf.saved_model.load` and its `serving_default` signature called
 on raw sentences of `--source_file` (cycled), as TF Serving calls it: tokenization,
 beam search and detokenization are timed. Reported per export:
@@ -45,8 +45,10 @@ import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded 
 from t2t_lite import checkpoints, export, registry, vocabulary, warmup  # noqa: E402
 
 VOCAB_SIZE = 1000
-# --exports: each kind's --decode_hparams beside the user's; xla-int8 is t2t_lite/quantization.py's int8 products.
-EXPORT_KINDS = {"plain": "xla=false", "xla": "xla=true", "xla-int8": "xla=true,quantize=int8"}
+# --exports: each kind's --decode_hparams beside the user's; xla-int8 and xla-bf16-weights are
+# t2t_lite/quantization.py's int8 products and bfloat16 product weights.
+EXPORT_KINDS = {"plain": "xla=false", "xla": "xla=true", "xla-int8": "xla=true,quantize=int8",
+                "xla-bf16-weights": "xla=true,quantize=bfloat16"}
 
 
 def read_sentences(path, count):

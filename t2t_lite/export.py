@@ -81,7 +81,7 @@ class ExportHParams:
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
     xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.xla_buckets.
-    quantize: str = ""  # "int8": int8 weights and products (t2t_lite/quantization.py); "" = float32 as trained.
+    quantize: str = ""  # "int8" or "bfloat16" product weights (t2t_lite/quantization.py); "" = float32 as trained.
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)

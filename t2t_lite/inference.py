@@ -47,7 +47,7 @@ class DecodeHParams:
     return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
     xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
     max_input_size: int = 0  # Longer inputs are cut to this many ids (EOS included), and named; 0 = no cut.
-    quantize: str = ""  # "int8": int8 products after restoring (t2t_lite/quantization.py); "" = float32 as trained.
+    quantize: str = ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/quantization.py); "" = float32.
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)

@@ -44,7 +44,7 @@ class CheckpointTranslator:
     def translate(self, checkpoint_path: str, lines: list) -> list:
         """The best hypothesis of each line, decoded with the weights of `checkpoint_path`."""
         # The first load also checks problem.json against the problem and vocabulary. A quantized
-        # model has int8 variables where a checkpoint has float32 ones: it is loaded anew each time.
+        # model has int8 or bfloat16 variables where a checkpoint has float32 ones: it is loaded anew each time.
         if self.model is None or self.settings.quantize:
             self.model = inference.load_model(self.problem, self.hparams, self.data_dir, checkpoint_path,
                                               self.model_name, self.settings.quantize)
