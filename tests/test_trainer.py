@@ -92,33 +92,34 @@ def start_training(data_dir, output_dir, kill_in_save=0):
 
 
 def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_path):
+    # The three runs to kill start together (TensorFlow's start-up overlaps); the reference trains meanwhile.
+    killed_in_save, killed_outside, killed_after_save = (
+        str(tmp_path / name) for name in ("killed_in_save", "killed_outside", "killed_after_save"))
+    in_save = start_training(reverse_data, killed_in_save, kill_in_save=6)
+    outside = start_training(reverse_data, killed_outside)
+    after_save = start_training(reverse_data, killed_after_save, kill_in_save=-4)
+
+    # 2. Killed from outside at an arbitrary moment after step 3.
+    deadline = time.time() + 120
+    while outside.poll() is None and max(logged_scalars(killed_outside), default=0) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    outside.send_signal(signal.SIGKILL)
+    assert outside.wait(timeout=60) == -signal.SIGKILL
+    latest = tf.train.latest_checkpoint(killed_outside)
+    assert latest is not None and checkpoints.checkpoint_step(latest) < 8
+
     reference = str(tmp_path / "reference")
     train(reverse_data, reference)
     expected = logged_scalars(reference)
     assert sorted(expected) == list(range(1, 9))
 
     # 1. Killed inside the save of step 6: ckpt-6's files exist but the list still ends at ckpt-4.
-    killed_in_save = str(tmp_path / "killed_in_save")
-    process = start_training(reverse_data, killed_in_save, kill_in_save=6)
-    assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+    assert in_save.wait(timeout=120) == -signal.SIGKILL, in_save.stderr.read().decode()[-2000:]
     assert os.path.exists(os.path.join(killed_in_save, "ckpt-6.index"))
     assert tf.train.latest_checkpoint(killed_in_save).endswith("ckpt-4")
 
-    # 2. Killed from outside at an arbitrary moment after step 3.
-    killed_outside = str(tmp_path / "killed_outside")
-    process = start_training(reverse_data, killed_outside)
-    deadline = time.time() + 120
-    while process.poll() is None and max(logged_scalars(killed_outside), default=0) < 3 and time.time() < deadline:
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    assert process.wait(timeout=60) == -signal.SIGKILL
-    latest = tf.train.latest_checkpoint(killed_outside)
-    assert latest is not None and checkpoints.checkpoint_step(latest) < 8
-
     # 3. Killed just after the save of step 4 is complete: step 4's scalars must already be logged.
-    killed_after_save = str(tmp_path / "killed_after_save")
-    process = start_training(reverse_data, killed_after_save, kill_in_save=-4)
-    assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+    assert after_save.wait(timeout=120) == -signal.SIGKILL, after_save.stderr.read().decode()[-2000:]
     assert tf.train.latest_checkpoint(killed_after_save).endswith("ckpt-4")
 
     for output_dir in (killed_in_save, killed_outside, killed_after_save):
