@@ -84,13 +84,12 @@ def _write_in_place(cache, step, position, transposed=False):
     plain product of [.., q, depth] by [.., depth, len] with no transpose of the whole cache
     per step: on a CPU under XLA the transposed operand took twice as long, docs/benchmarks.md).
     """
-    sentences, heads = ops.shape(cache)[0], ops.shape(cache)[1]
-    depth = ops.shape(step)[3]
+    sentences, heads, depth = ops.shape(cache)[0], ops.shape(cache)[1], ops.shape(step)[3]
     group = ops.shape(step)[0] // sentences
-    block = ops.transpose(ops.reshape(step, (sentences, group, heads, depth)), (0, 2, 1, 3))
+    block = ops.reshape(step, (sentences, group, heads, depth))
     if transposed:
-        return ops.slice_update(cache, (0, 0, 0, position * group), ops.transpose(block, (0, 1, 3, 2)))
-    return ops.slice_update(cache, (0, 0, position * group, 0), block)
+        return ops.slice_update(cache, (0, 0, 0, position * group), ops.transpose(block, (0, 2, 3, 1)))
+    return ops.slice_update(cache, (0, 0, position * group, 0), ops.transpose(block, (0, 2, 1, 3)))
 
 
 class MultiHeadAttention(keras.layers.Layer):

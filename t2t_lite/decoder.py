@@ -117,10 +117,8 @@ class Decoder(keras.layers.Layer):
 
     def _self_attention_cache(self, batch, heads, length, dtype, transposed):
         key_depth, value_depth = self.hparams.key_channels // heads, self.hparams.value_channels // heads
-        if transposed:
-            return {"k_transposed": ops.zeros((batch, heads, key_depth, length), dtype=dtype),
-                    "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype)}
-        return {"k": ops.zeros((batch, heads, length, key_depth), dtype=dtype),
+        keys = (batch, heads, key_depth, length) if transposed else (batch, heads, length, key_depth)
+        return {"k_transposed" if transposed else "k": ops.zeros(keys, dtype=dtype),
                 "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype)}
 
     def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,

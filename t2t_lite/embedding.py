@@ -21,7 +21,7 @@ those rows, and `h Eᵀ` is a bfloat16 product summed in float32.
 import keras
 from keras import ops, quantizers
 
-from t2t_lite.quantization import bfloat16_matmul
+from t2t_lite.quantization import bfloat16_matmul, replace_by_bfloat16
 
 
 class SharedEmbedding(keras.layers.Layer):
@@ -93,17 +93,7 @@ class SharedEmbedding(keras.layers.Layer):
 
     def use_bfloat16_weights(self):
         """Replaces E by its bfloat16 rounding, [vocab, d_model] as before (t2t_lite/quantization.py)."""
-        rounded = ops.convert_to_numpy(ops.cast(self.embeddings, "bfloat16"))
-        self._tracker.unlock()
-        try:
-            del self.embeddings
-            # autocast=False: a float32 layer must not cast the bfloat16 matrix back to float32 when it reads it.
-            self.embeddings_bfloat16 = self.add_weight(name="embeddings_bfloat16", shape=rounded.shape,
-                                                       initializer="zeros", dtype="bfloat16", trainable=False,
-                                                       autocast=False)
-        finally:
-            self._tracker.lock()
-        self.embeddings_bfloat16.assign(rounded)
+        replace_by_bfloat16(self, "embeddings", "embeddings_bfloat16", "embeddings_bfloat16")
         self.bfloat16 = True
 
     def get_config(self):

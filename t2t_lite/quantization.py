@@ -19,8 +19,8 @@ and the products summed in float32:
     y[j]   = Σ_i bf16(x[i]) · bf16(W[i, j])                            (each product exact in float32)
 
 bfloat16 keeps 8 significant bits of every value, where int8 keeps 7 of a row's or
-column's largest, and needs no scales; on this project's CPUs it is also the faster of
-the two (docs/benchmarks.md). Under XLA, `tf.matmul(..., output_type=tf.float32)` of
+column's largest, and needs no scales; on the AMD EPYC (Zen 4) we measure on it is also
+the faster of the two (docs/benchmarks.md). Under XLA, `tf.matmul(..., output_type=tf.float32)` of
 bfloat16 operands is one `dot` with float32 output, which XLA's CPU backend runs on
 bfloat16 kernels; elsewhere (the plain decoder, another Keras backend) the same rounded
 values are multiplied in float32: the same results up to summation order, without the
@@ -104,14 +104,20 @@ class BFloat16Dense(keras.layers.Dense):
 
 def _use_bfloat16_kernel(layer):
     """Replaces a built Dense's float32 kernel by its bfloat16 rounding, and makes the layer a BFloat16Dense."""
-    kernel = ops.convert_to_numpy(ops.cast(layer._kernel, "bfloat16"))
+    replace_by_bfloat16(layer, "_kernel", "_kernel", "kernel")
+    layer.__class__ = BFloat16Dense
+
+
+def replace_by_bfloat16(layer, attribute, new_attribute, name):
+    """Replaces the float32 variable `layer.<attribute>` by its bfloat16 rounding: `layer.<new_attribute>`, `name`."""
+    rounded = ops.convert_to_numpy(ops.cast(getattr(layer, attribute), "bfloat16"))
     layer._tracker.unlock()
     try:
-        del layer._kernel
-        # autocast=False: a float32 layer must not cast its bfloat16 kernel back to float32 when it reads it.
-        layer._kernel = layer.add_weight(name="kernel", shape=kernel.shape, initializer="zeros", dtype="bfloat16",
-                                         trainable=False, autocast=False)
+        delattr(layer, attribute)
+        # autocast=False: a float32 layer must not cast the bfloat16 variable back to float32 when it reads it.
+        variable = layer.add_weight(name=name, shape=rounded.shape, initializer="zeros", dtype="bfloat16",
+                                    trainable=False, autocast=False)
+        setattr(layer, new_attribute, variable)
     finally:
         layer._tracker.lock()
-    layer._kernel.assign(kernel)
-    layer.__class__ = BFloat16Dense
+    variable.assign(rounded)
