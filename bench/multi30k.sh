@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Multi30k in one CPU-hour, from raw text to a scored decode, as one command:
+#
+#     CORPUS=../shared/data/multi30k bash bench/multi30k.sh          # EN→DE
+#     CORPUS=../shared/data/multi30k TARGET=fr bash bench/multi30k.sh # EN→FR
+#
+# CORPUS holds the raw (untokenized) Multi30k files train.en, train.$TARGET, val.en, val.$TARGET.
+# The steps are the ones a user types (docs/results.md): t2t-datagen learns the shared BPE
+# vocabulary and writes the shards, t2t-trainer trains for TRAIN_MINUTES (val is the dev split:
+# its perplexity is logged, nothing is chosen on it during the run), t2t-avg-all averages the
+# last AVG_N checkpoints, t2t-decoder translates val with beam search and t2t-bleu scores it
+# (sacreBLEU with its signature, chrF2, and the paper-style tokenized BLEU).
+#
+# Knobs (environment): WORK (default ./multi30k-$TARGET-run; must not hold a run already),
+# HPARAMS_SET (transformer_multi30k), HPARAMS (overrides, "k=v,..."), TRAIN_MINUTES (52),
+# TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
+# DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
+# averaging another number of them can be tried afterwards. Each phase prints its wall-clock
+# seconds and the total, so the one-hour budget can be checked from the log.
+set -euo pipefail
+
+: "${CORPUS:?set CORPUS to the directory with train.en, train.de, val.en, val.de (e.g. ../shared/data/multi30k)}"
+TARGET=${TARGET:-de}
+WORK=${WORK:-./multi30k-$TARGET-run}
+HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k}
+HPARAMS=${HPARAMS:-}
+TRAIN_MINUTES=${TRAIN_MINUTES:-52}
+TRAIN_STEPS=${TRAIN_STEPS:-1000000}
+SEED=${SEED:-1}
+AVG_N=${AVG_N:-5}
+SAVE_STEPS=${SAVE_STEPS:-250}
+DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=64,xla=true}
+BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
+
+for name in train.en "train.$TARGET" val.en "val.$TARGET"; do
+  [ -f "$CORPUS/$name" ] || { echo "multi30k.sh: $CORPUS/$name is missing (CORPUS must hold train.en, train.$TARGET, val.en, val.$TARGET)" >&2; exit 2; }
+done
+if [ -e "$WORK" ]; then
+  echo "multi30k.sh: $WORK exists; name a new WORK directory (a finished or running run is never overwritten)" >&2
+  exit 2
+fi
+CORPUS=$(cd "$CORPUS" && pwd)
+mkdir -p "$WORK/tmp"
+WORK=$(cd "$WORK" && pwd)
+
+started=$(date +%s)
+phase_started=$started
+phase() {  # phase NAME: print the seconds since the previous phase ended
+  local now; now=$(date +%s)
+  echo "== $1: $((now - phase_started)) s (total $((now - started)) s)"
+  phase_started=$now
+}
+
+echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged"
+echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
+ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
+ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"
+"$BIN/t2t-datagen" --problem=translate_files --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
+phase datagen
+
+"$BIN/t2t-trainer" --problem=translate_files --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" \
+  --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" --train_steps="$TRAIN_STEPS" \
+  --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency=1000 \
+  --eval_steps=0 --random_seed="$SEED" 2>&1 | tee "$WORK/train.log"
+phase training
+
+"$BIN/t2t-avg-all" --model_dir="$WORK/train" --output_dir="$WORK/avg" --n="$AVG_N"
+phase averaging
+
+"$BIN/t2t-decoder" --problem=translate_files --data_dir="$WORK/data" --output_dir="$WORK/avg" \
+  --decode_hparams="$DECODE_HPARAMS" --decode_from_file="$CORPUS/val.en" --decode_to_file="$WORK/val.decodes"
+phase decoding
+
+"$BIN/t2t-bleu" --translation="$WORK/val.decodes" --reference="$CORPUS/val.$TARGET" | tee "$WORK/bleu.txt"
+phase scoring

@@ -1,0 +1,68 @@
+"""bench/multi30k.sh: raw text to a scored decode in one command, each phase timed; it never reuses a run."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "multi30k.sh")
+WORDS = {"a": "ein", "dog": "Hund", "cat": "Katze", "runs": "rennt", "sleeps": "schläft", "big": "großer",
+         "small": "kleiner", "here": "hier", "there": "dort"}
+
+
+def write_corpus(directory, target="de"):
+    """A tiny word-for-word corpus in Multi30k's file names; val repeats some of train."""
+    english = [f"a {size} {animal} {verb} {place}" for size in ("big", "small") for animal in ("dog", "cat")
+               for verb in ("runs", "sleeps") for place in ("here", "there")]
+    german = [" ".join(WORDS[word] for word in sentence.split()) for sentence in english]
+    directory.mkdir()
+    for split, rows in (("train", range(len(english))), ("val", range(0, len(english), 4))):
+        (directory / f"{split}.en").write_text("".join(english[i] + "\n" for i in rows), encoding="utf-8")
+        (directory / f"{split}.{target}").write_text("".join(german[i] + "\n" for i in rows), encoding="utf-8")
+    return directory
+
+
+def run(corpus, work, **knobs):
+    environment = {**os.environ, "CORPUS": str(corpus), "WORK": str(work), "BIN": os.path.dirname(sys.executable),
+                   **knobs}
+    return subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=600)
+
+
+def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    result = run(corpus, tmp_path / "run", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1",
+                 TRAIN_STEPS="6", SAVE_STEPS="2", AVG_N="2", DECODE_HPARAMS="beam_size=2,extra_length=2,batch_size=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    phases = re.findall(r"^== (\w+): (\d+) s \(total (\d+) s\)$", result.stdout, re.MULTILINE)
+    assert [name for name, _, _ in phases] == ["datagen", "training", "averaging", "decoding", "scoring"]
+    totals = [int(total) for _, _, total in phases]
+    assert totals == sorted(totals) and totals[-1] == sum(int(seconds) for _, seconds, _ in phases)
+    assert re.search(r"^sacreBLEU = [\d.]+ +\(nrefs:1\|case:mixed\|.*version:", result.stdout, re.MULTILINE)
+    assert "chrF2 = " in result.stdout
+    val = (corpus / "val.en").read_text(encoding="utf-8").splitlines()
+    decodes = (tmp_path / "run" / "val.decodes").read_text(encoding="utf-8").splitlines()
+    assert len(decodes) == len(val)  # one translation per val sentence, none dropped
+    assert (tmp_path / "run" / "train" / "ckpt-6.index").exists()
+    assert "ckpt-4" in result.stdout and "ckpt-6" in result.stdout  # the last AVG_N=2 checkpoints were averaged
+
+
+def test_an_existing_work_directory_is_never_reused(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "train.log").write_text("an earlier run\n")
+    result = run(corpus, tmp_path / "run")
+    assert result.returncode == 2
+    assert str(tmp_path / "run") in result.stderr and "new WORK" in result.stderr
+    assert (tmp_path / "run" / "train.log").read_text() == "an earlier run\n"
+
+
+@pytest.mark.parametrize("missing", ["train.en", "val.fr"])
+def test_a_missing_corpus_file_is_named(tmp_path, missing):
+    corpus = write_corpus(tmp_path / "corpus", target="fr")
+    (corpus / missing).unlink()
+    result = run(corpus, tmp_path / "run", TARGET="fr")
+    assert result.returncode == 2
+    assert os.path.join(str(corpus), missing) in result.stderr
+    assert not (tmp_path / "run").exists()
