@@ -129,3 +129,33 @@ def transformer_multi30k() -> HParams:
         tokens_per_step=0,
         max_length=128,
     )
+
+
+@register_hparams
+def transformer_multi30k_hour() -> HParams:
+    """transformer_multi30k tuned on Multi30k val for one hour of a 2-core CPU (not a paper setting).
+
+    Each change from transformer_multi30k was one run of `bench/multi30k.sh` (50 minutes of
+    training, seed 1, EN→DE, val sacreBLEU of the last 5 checkpoints averaged, beam 4, α 0.6;
+    the table in docs/results.md), kept only where it raised that figure:
+
+    * activation_dtype bfloat16: the training step at 2,048 tokens is 1.46× faster on AMD Zen 4
+      (AVX-512 BF16) and 1.57× on an Intel Xeon with AMX, so the hour holds ~7,100 updates
+      instead of ~4,800 (38.37 → 38.81 at P_drop 0.1). On a CPU without bfloat16 units (no
+      `avx512_bf16` or `amx_bf16` in /proc/cpuinfo) override it with activation_dtype=float32.
+    * layer_prepostprocess_dropout 0.2: 0.3 lowered dev perplexity below any 0.1 run but added only
+      0.1 BLEU at the old learning rate (38.92); with the learning rate below, 0.2 gave 40.61
+      against 39.85 for 0.3 (0.1 at this learning rate was not run).
+    * learning_rate 1.0 with 2,000 warm-up steps: eq. 3 unscaled at d_model 256 peaks at 1.4e-3,
+      against 9.9e-4 for ×0.5 with 1,000 steps (38.92 → 39.85 at P_drop 0.3); ×1.5 (peak 2.1e-3)
+      trailed at every evaluation (dev perplexity 8.00 against 6.66 at step 5,000) and was stopped.
+
+    Everything else is transformer_multi30k's (d_model 256, d_ff 1024, h=4, 3+3 layers, post-LN,
+    ε_ls 0.1, 2,048-token batches).
+    """
+    return transformer_multi30k().replace(
+        layer_prepostprocess_dropout=0.2,
+        learning_rate=1.0,
+        learning_rate_warmup_steps=2000,
+        activation_dtype="bfloat16",
+    )

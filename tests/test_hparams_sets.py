@@ -6,7 +6,9 @@ batching, regularization) and §6 (decoding, EN-FR dropout, parsing).
 
 import dataclasses
 
-from t2t_lite import registry
+import pytest
+
+from t2t_lite import registry, schedule
 from t2t_lite.hparam import HParams
 
 BASE = {
@@ -33,6 +35,8 @@ PARSING = {**BASE, "hidden_size": 1024, "num_hidden_layers": 4, "layer_prepostpr
 TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hidden_layers": 2,
         "learning_rate_warmup_steps": 1000, "batch_size": 2048, "tokens_per_step": 0, "max_length": 128}
 MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
+MULTI30K_HOUR = {**MULTI30K, "layer_prepostprocess_dropout": 0.2, "learning_rate": 1.0,
+                 "learning_rate_warmup_steps": 2000, "activation_dtype": "bfloat16"}
 
 
 def test_every_field_is_pinned():
@@ -70,6 +74,21 @@ def test_transformer_multi30k():
     assert registry.hparams("transformer_multi30k").values() == MULTI30K
     hp = registry.hparams("transformer_multi30k")
     assert hp.key_channels // hp.num_heads == 64  # d_k as in the paper
+
+
+def test_transformer_multi30k_hour():
+    assert registry.hparams("transformer_multi30k_hour").values() == MULTI30K_HOUR
+
+
+@pytest.mark.parametrize("name, peak", [("transformer_multi30k", 9.9e-4), ("transformer_multi30k_hour", 1.4e-3)])
+def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):
+    # Eq. 3 peaks at step = warm-up: multiplier · d_model^-0.5 · warm-up^-0.5.
+    hp = registry.hparams(name)
+    rate = schedule.learning_rate_schedule(hp)
+    at_peak = float(rate(hp.learning_rate_warmup_steps - 1))  # Keras counts updates from 0
+    assert at_peak == pytest.approx(hp.learning_rate * 256**-0.5 * hp.learning_rate_warmup_steps**-0.5, rel=1e-6)
+    assert at_peak == pytest.approx(peak, rel=0.01)
+    assert float(rate(hp.learning_rate_warmup_steps + 999)) < at_peak > float(rate(hp.learning_rate_warmup_steps // 2))
 
 
 def test_sets_are_fresh_copies():
