@@ -56,6 +56,8 @@ class HParams:
     # --- Optimizer and schedule (§5.3) ---
     learning_rate: float = 1.0  # Multiplier on eq. 3; 1.0 is the paper's schedule exactly.
     learning_rate_warmup_steps: int = 4000  # warmup_steps of eq. 3.
+    # Not the paper: eq. 3 falls linearly to zero over the last this-many of --train_steps; 0 = off.
+    learning_rate_decay_steps: int = 0
     optimizer_adam_beta1: float = 0.9  # Adam β1.
     optimizer_adam_beta2: float = 0.98  # Adam β2.
     optimizer_adam_epsilon: float = 1e-9  # Adam ε.
@@ -142,7 +144,7 @@ class HParams:
                 fail(name, "must be positive")
         for name in ("attention_key_channels", "attention_value_channels", "num_encoder_layers",
                      "num_decoder_layers", "tokens_per_step", "max_length", "learning_rate_warmup_steps",
-                     "extra_length"):
+                     "learning_rate_decay_steps", "extra_length"):
             if getattr(self, name) < 0:
                 fail(name, "must be zero or positive")
         for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing",

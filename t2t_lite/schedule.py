@@ -8,6 +8,16 @@ rising linearly for the first `warmup_steps` steps, then decaying with the inver
 square root of the step. `learning_rate` (tensor2tensor's multiplier, 1.0 = the paper)
 scales the whole curve.
 
+Not in the paper, and off unless `learning_rate_decay_steps` > 0: tensor2tensor's
+"linear_decay" factor, which multiplies eq. 3 by
+
+    min(1, (train_steps - step + 1) / learning_rate_decay_steps)
+
+so the rate falls linearly over the last `learning_rate_decay_steps` updates of a run of
+`train_steps`, its last update taking 1/learning_rate_decay_steps of eq. 3 (zero would be a
+wasted update). A run whose length is fixed in advance then ends on a cooled-down model
+instead of eq. 3's slow inverse-square-root tail.
+
 Keras optimizers count `iterations` from 0 and call the schedule with that count
 before incrementing it, so the schedule reads its argument as the number of updates
 already made and evaluates eq. 3 at step = iterations + 1: the first update uses
@@ -26,37 +36,54 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
       hidden_size: d_model.
       warmup_steps: warmup_steps of eq. 3.
       learning_rate: constant multiplier on eq. 3 (1.0 = the paper).
+      decay_steps: the linear decay's length in updates; 0 = eq. 3 alone (the paper).
+      train_steps: the update count at which the decay reaches zero (needed with decay_steps).
 
     Example:
       schedule = NoamSchedule(512, 4000)
       schedule(0)     # eq. 3 at step 1: 512**-0.5 * 4000**-1.5
     """
 
-    def __init__(self, hidden_size, warmup_steps, learning_rate=1.0):
+    def __init__(self, hidden_size, warmup_steps, learning_rate=1.0, decay_steps=0, train_steps=0):
+        if decay_steps and train_steps <= 0:
+            raise ValueError(f"learning_rate_decay_steps={decay_steps} decays toward train_steps, "
+                             f"which must be positive (got {train_steps}).")
         self.hidden_size = hidden_size
         self.warmup_steps = warmup_steps
         self.learning_rate = learning_rate
+        self.decay_steps = decay_steps
+        self.train_steps = train_steps
 
     def __call__(self, iterations):
         step = ops.cast(iterations, "float32") + 1.0
         warmup = float(max(self.warmup_steps, 1))
-        return (
+        rate = (
             self.learning_rate
             * self.hidden_size**-0.5
             * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
         )
+        if self.decay_steps:
+            remaining = (float(self.train_steps) + 1.0 - step) / float(self.decay_steps)
+            rate = rate * ops.clip(remaining, 0.0, 1.0)
+        return rate
 
     def get_config(self):
         return {
             "hidden_size": self.hidden_size,
             "warmup_steps": self.warmup_steps,
             "learning_rate": self.learning_rate,
+            "decay_steps": self.decay_steps,
+            "train_steps": self.train_steps,
         }
 
 
-def learning_rate_schedule(hparams) -> NoamSchedule:
-    """Eq. 3 with d_model, warmup_steps and the multiplier taken from the hparams."""
-    return NoamSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate)
+def learning_rate_schedule(hparams, train_steps=0) -> NoamSchedule:
+    """Eq. 3 with d_model, warmup_steps and the multiplier taken from the hparams.
+
+    `train_steps` (the trainer's --train_steps) is read only when learning_rate_decay_steps > 0.
+    """
+    return NoamSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
+                        hparams.learning_rate_decay_steps, train_steps)
 
 
 class FusedAdam(keras.optimizers.Adam):
@@ -90,14 +117,16 @@ class FusedAdam(keras.optimizers.Adam):
             epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
 
 
-def adam_optimizer(hparams) -> keras.optimizers.Optimizer:
+def adam_optimizer(hparams, train_steps=0) -> keras.optimizers.Optimizer:
     """Adam of §5.3 on the eq. 3 schedule; float16 activations get dynamic loss scaling.
+
+    `train_steps` ends the optional linear decay (see `learning_rate_schedule`).
 
     `clip_grad_norm` > 0 clips the global gradient norm (not in the paper). Under several
     replicas Keras clips each replica's share before summing them, so the trainer refuses it there.
     """
     optimizer = FusedAdam(
-        learning_rate=learning_rate_schedule(hparams),
+        learning_rate=learning_rate_schedule(hparams, train_steps),
         beta_1=hparams.optimizer_adam_beta1,
         beta_2=hparams.optimizer_adam_beta2,
         epsilon=hparams.optimizer_adam_epsilon,

@@ -262,7 +262,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
         with strategy.scope():
             model = checkpoints.build_model(hparams, vocab_size, model_name)
-            optimizer = adam_optimizer(hparams)
+            optimizer = adam_optimizer(hparams, train_steps)
             optimizer.build(model.trainable_variables)
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
@@ -290,6 +290,8 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
             f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
             f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+        if hparams.learning_rate_decay_steps:
+            log(_decay_note(hparams.learning_rate_decay_steps, train_steps, train_minutes))
         if not latest:
             manager.save(checkpoint_number=0)
         if strategy.num_replicas_in_sync > 1:
@@ -312,6 +314,16 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
     write_scalars(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
     return metrics
+
+
+def _decay_note(decay_steps, train_steps, train_minutes) -> str:
+    """The log line that says where the optional linear decay of the learning rate runs."""
+    note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay_steps:,} over steps "
+            f"{max(train_steps - decay_steps + 1, 1):,}-{train_steps:,} (learning_rate_decay_steps={decay_steps:,}).")
+    if train_minutes:  # a time bound that comes first leaves the decay unfinished
+        note += (f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
+                 f"the decay follows --train_steps, not the clock.")
+    return note
 
 
 def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
@@ -341,7 +353,8 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
         if step % summary_steps == 0 or finished:
             now = time.time()
             # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
-            values = {"loss": step_loss, "learning_rate": float(learning_rate_schedule(hparams)(step - 1)),
+            rate = learning_rate_schedule(hparams, train_steps)(step - 1)
+            values = {"loss": step_loss, "learning_rate": float(rate),
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
             write_scalars(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)

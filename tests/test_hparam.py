@@ -41,7 +41,7 @@ def test_unparsable_value_names_the_hparam(override):
                                       "layer_prepostprocess_dropout=1.5", "activation_dtype=int8",
                                       "learning_rate=0", "learning_rate=nan", "optimizer_adam_beta1=1.0",
                                       "optimizer_adam_beta2=-0.1", "optimizer_adam_epsilon=0",
-                                      "clip_grad_norm=-1"])
+                                      "clip_grad_norm=-1", "learning_rate_decay_steps=-1"])
 def test_out_of_range_values_are_rejected(override):
     with pytest.raises(HParamsError, match=override.split('=')[0]):  # the message names the hparam
         HParams().override(override)

@@ -30,6 +30,31 @@ def test_config_round_trip():
     assert float(again(41)) == float(lrate(41))
 
 
+def test_linear_decay_is_off_in_the_paper_sets():
+    for name in ("transformer_base", "transformer_big", "transformer_parsing"):
+        hparams = registry.hparams(name)
+        assert hparams.learning_rate_decay_steps == 0
+        lrate = schedule.learning_rate_schedule(hparams, train_steps=5000)
+        np.testing.assert_allclose(float(lrate(4999)), eq3(5000, hparams.hidden_size), rtol=1e-6)
+
+
+def test_linear_decay_multiplies_eq3_over_the_last_updates():
+    # tensor2tensor's linear_decay factor: min(1, (train_steps - step + 1) / decay_steps) at update `step`.
+    lrate = schedule.NoamSchedule(256, 100, learning_rate=1.0, decay_steps=200, train_steps=1000)
+    for step, factor in [(1, 1.0), (100, 1.0), (801, 1.0), (802, 199 / 200), (901, 0.5), (1000, 1 / 200),
+                         (1001, 0.0), (1500, 0.0)]:
+        np.testing.assert_allclose(float(lrate(step - 1)), factor * eq3(step, 256, 100), rtol=1e-6, atol=0,
+                                   err_msg=f"step {step}")
+
+
+def test_linear_decay_needs_train_steps_and_keeps_its_config():
+    with pytest.raises(ValueError, match="train_steps"):
+        schedule.learning_rate_schedule(registry.hparams("transformer_tiny").replace(learning_rate_decay_steps=10))
+    lrate = schedule.NoamSchedule(256, 100, decay_steps=50, train_steps=300)
+    again = schedule.NoamSchedule.from_config(lrate.get_config())
+    assert float(again(280)) == float(lrate(280)) < float(schedule.NoamSchedule(256, 100)(280))
+
+
 def test_adam_hparams_and_first_update_uses_step_one():
     hparams = registry.hparams("transformer_base")
     optimizer = schedule.adam_optimizer(hparams)

@@ -243,6 +243,18 @@ def test_logged_learning_rate_is_eq3_at_the_logged_step(reverse_data, tmp_path):
     assert logged == pytest.approx(eq3, rel=1e-6)
 
 
+def test_linear_decay_cools_the_last_updates_and_is_announced(reverse_data, tmp_path):
+    """learning_rate_decay_steps=4 of 6 steps: updates 3-6 take 4/4, 3/4, 2/4, 1/4 of eq. 3 (t2t's linear_decay)."""
+    output_dir, lines = str(tmp_path / "run"), []
+    train(reverse_data, output_dir, overrides=SMALL + ",learning_rate_decay_steps=4", train_steps=6,
+          log=lines.append)
+    logged = logged_scalars(output_dir, "learning_rate")
+    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in range(1, 7)}
+    factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 0.75, 5: 0.5, 6: 0.25}
+    assert logged == pytest.approx({step: eq3[step] * factor[step] for step in eq3}, rel=1e-6)
+    assert any("from 1 to 1/4 over steps 3-6" in line for line in lines), lines
+
+
 def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, tmp_path):
     """schedule=evaluate: the dev metrics of the checkpoint's weights over the whole dev split, once."""
     output_dir = str(tmp_path / "run")
