@@ -13,8 +13,10 @@
 #
 # Knobs (environment): WORK (default ./multi30k-$TARGET-run; must not hold a run already),
 # HPARAMS_SET (transformer_multi30k_hour: the settings chosen by the runs in docs/results.md),
-# HPARAMS (overrides, "k=v,..."), TRAIN_MINUTES (50: the runs there; the whole script then takes
-# about 51 minutes), TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
+# HPARAMS (overrides, "k=v,..."), DTYPE (the activation dtype; auto: bfloat16 where /proc/cpuinfo names
+# bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
+# float32), TRAIN_MINUTES (50: the runs there; the whole script then takes about 51 minutes),
+# TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
 # averaging another number of them can be tried afterwards. Each phase prints its wall-clock
 # seconds and the total, so the one-hour budget can be checked from the log.
@@ -25,6 +27,7 @@ TARGET=${TARGET:-de}
 WORK=${WORK:-./multi30k-$TARGET-run}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k_hour}
 HPARAMS=${HPARAMS:-}
+DTYPE=${DTYPE:-auto}
 TRAIN_MINUTES=${TRAIN_MINUTES:-50}
 TRAIN_STEPS=${TRAIN_STEPS:-1000000}
 SEED=${SEED:-1}
@@ -40,6 +43,17 @@ if [ -e "$WORK" ]; then
   echo "multi30k.sh: $WORK exists; name a new WORK directory (a finished or running run is never overwritten)" >&2
   exit 2
 fi
+case "$HPARAMS" in *activation_dtype=*)
+  echo "multi30k.sh: HPARAMS sets activation_dtype; set DTYPE=bfloat16 or DTYPE=float32 instead" >&2; exit 2;;
+esac
+dtype_why="DTYPE=$DTYPE"
+if [ "$DTYPE" = auto ]; then
+  DTYPE=$("$BIN/python" -m t2t_lite.cpu_features)
+  dtype_why="DTYPE=auto: this CPU $([ "$DTYPE" = bfloat16 ] && echo has || echo has no) bfloat16 units"
+fi
+case "$DTYPE" in bfloat16|float32) ;;
+  *) echo "multi30k.sh: DTYPE=$DTYPE: use auto, bfloat16 or float32" >&2; exit 2;;
+esac
 CORPUS=$(cd "$CORPUS" && pwd)
 mkdir -p "$WORK/tmp"
 WORK=$(cd "$WORK" && pwd)
@@ -52,14 +66,14 @@ phase() {  # phase NAME: print the seconds since the previous phase ended
   phase_started=$now
 }
 
-echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged"
+echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why)"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
 ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"
 "$BIN/t2t-datagen" --problem=translate_files --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
 phase datagen
 
-"$BIN/t2t-trainer" --problem=translate_files --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" \
+"$BIN/t2t-trainer" --problem=translate_files --hparams_set="$HPARAMS_SET" --hparams="activation_dtype=$DTYPE${HPARAMS:+,$HPARAMS}" \
   --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" --train_steps="$TRAIN_STEPS" \
   --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency=1000 \
   --eval_steps=0 --random_seed="$SEED" 2>&1 | tee "$WORK/train.log"

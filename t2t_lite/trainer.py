@@ -34,7 +34,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from t2t_lite import checkpoints, datagen, distribution, flops, input_pipeline, loss, replica_input, run_lock
+from t2t_lite import (checkpoints, cpu_features, datagen, distribution, flops, input_pipeline, loss, replica_input,
+                      run_lock)
 from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
@@ -290,6 +291,11 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
             f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
             f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+        # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
+        emulated = None if tf.config.list_physical_devices("GPU") else cpu_features.emulation_note(
+            hparams.activation_dtype)
+        if emulated:
+            log(emulated)
         if hparams.learning_rate_decay_steps:
             log(_decay_note(hparams.learning_rate_decay_steps, train_steps, train_minutes))
         if not latest:

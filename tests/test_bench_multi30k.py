@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from t2t_lite import cpu_features
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "multi30k.sh")
 WORDS = {"a": "ein", "dog": "Hund", "cat": "Katze", "runs": "rennt", "sleeps": "schläft", "big": "großer",
          "small": "kleiner", "here": "hier", "there": "dort"}
@@ -46,6 +48,20 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert len(decodes) == len(val)  # one translation per val sentence, none dropped
     assert (tmp_path / "run" / "train" / "ckpt-6.index").exists()
     assert "ckpt-4" in result.stdout and "ckpt-6" in result.stdout  # the last AVG_N=2 checkpoints were averaged
+    # DTYPE=auto trains in the dtype this CPU multiplies fastest, and the header says which and why.
+    assert f"activation_dtype {cpu_features.training_dtype()} (DTYPE=auto: this CPU has" in result.stdout
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
+    ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
+])
+def test_the_activation_dtype_is_chosen_by_dtype_alone(tmp_path, knobs, message):
+    corpus = write_corpus(tmp_path / "corpus")
+    result = run(corpus, tmp_path / "run", **knobs)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_an_existing_work_directory_is_never_reused(tmp_path):

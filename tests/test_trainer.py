@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import checkpoints, input_pipeline, loss, registry, trainer
+from t2t_lite import checkpoints, cpu_features, input_pipeline, loss, registry, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
@@ -253,6 +253,17 @@ def test_linear_decay_cools_the_last_updates_and_is_announced(reverse_data, tmp_
     factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 0.75, 5: 0.5, 6: 0.25}
     assert logged == pytest.approx({step: eq3[step] * factor[step] for step in eq3}, rel=1e-6)
     assert any("from 1 to 1/4 over steps 3-6" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("units, noted", [(False, True), (True, False), (None, False)])
+def test_bfloat16_on_a_cpu_without_its_units_is_noted(reverse_data, tmp_path, monkeypatch, units, noted):
+    """Emulated bfloat16 is slower than float32: the log says so and how to switch (the run goes on)."""
+    monkeypatch.setattr(cpu_features, "bfloat16_units", lambda cpuinfo="/proc/cpuinfo": units)
+    lines = []
+    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",activation_dtype=bfloat16", train_steps=1,
+          log=lines.append)
+    assert any("no bfloat16 multiply units" in line and "activation_dtype=float32" in line for line in lines) is noted
+    assert (tmp_path / "run" / "ckpt-1.index").exists()
 
 
 def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, tmp_path):
