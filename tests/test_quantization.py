@@ -130,10 +130,14 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     cached_ids, cached_scores = decoding.decode_batch(converted, inputs, **settings)
     full_ids, full_scores = decoding.decode_batch(converted, inputs, use_cache=False, **settings)
     xla_ids, xla_scores = decoding.decode_batch(converted, inputs, xla=True, **settings)
+    # Another order of float32 sums moves an activation by an ulp, and now and then that flips its
+    # rounding to bfloat16 (8 mantissa bits): a score moves by up to ~1e-3 relative (1.5e-3 seen on an
+    # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).
+    rtol = 5e-3 if mode == "bfloat16" else 1e-4
     np.testing.assert_array_equal(cached_ids, full_ids)
-    np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
+    np.testing.assert_allclose(cached_scores, full_scores, rtol=rtol)
     np.testing.assert_array_equal(xla_ids, cached_ids[..., :xla_ids.shape[-1]])
-    np.testing.assert_allclose(xla_scores, cached_scores, rtol=1e-4)
+    np.testing.assert_allclose(xla_scores, cached_scores, rtol=rtol)
 
 
 def test_an_unknown_mode_names_the_flag_and_the_choices():
