@@ -86,6 +86,19 @@ def learning_rate_schedule(hparams, train_steps=0) -> NoamSchedule:
                         hparams.learning_rate_decay_steps, train_steps)
 
 
+def decay_note(hparams, train_steps, train_minutes=0):
+    """The trainer's log line saying where the optional linear decay runs; None when it is off."""
+    decay = hparams.learning_rate_decay_steps
+    if not decay:
+        return None
+    note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over steps "
+            f"{max(train_steps - decay + 1, 1):,}-{train_steps:,} (learning_rate_decay_steps={decay:,}).")
+    if train_minutes:  # a time bound that comes first leaves the decay unfinished
+        note += (f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
+                 f"the decay follows --train_steps, not the clock.")
+    return note
+
+
 class FusedAdam(keras.optimizers.Adam):
     """Keras' Adam in Kingma & Ba's "ε-hat" form (§2: the bias corrections folded into the step
     size, ε added after them; Algorithm 1 adds ε to √v̂ instead), one kernel per variable. It is

@@ -32,11 +32,11 @@ import time
 import keras
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from t2t_lite import (checkpoints, cpu_features, datagen, distribution, flops, input_pipeline, loss, replica_input,
                       run_lock)
-from t2t_lite.schedule import adam_optimizer, learning_rate_schedule
+from t2t_lite.scalars import write_scalars
+from t2t_lite.schedule import adam_optimizer, decay_note, learning_rate_schedule
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
 
@@ -197,19 +197,6 @@ def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int =
     return loss.eval_metrics(totals)
 
 
-# TensorBoard's scalar-plugin tag, written with the core op so training needs no tensorboard package.
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
-
-
-def write_scalars(writer, step: int, values: dict) -> None:
-    """Scalars for TensorBoard (`tensorboard --logdir=OUTPUT_DIR`)."""
-    with writer.as_default(step=step):
-        for name, value in values.items():
-            tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
-    writer.flush()
-
-
 # -- The entry point ------------------------------------------------------------------------
 def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
                        local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
@@ -292,12 +279,11 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
             f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
             f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
         # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
-        emulated = None if tf.config.list_physical_devices("GPU") else cpu_features.emulation_note(
-            hparams.activation_dtype)
-        if emulated:
-            log(emulated)
-        if hparams.learning_rate_decay_steps:
-            log(_decay_note(hparams.learning_rate_decay_steps, train_steps, train_minutes))
+        gpu = tf.config.list_physical_devices("GPU")
+        for note in (None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
+                     decay_note(hparams, train_steps, train_minutes)):
+            if note:
+                log(note)
         if not latest:
             manager.save(checkpoint_number=0)
         if strategy.num_replicas_in_sync > 1:
@@ -320,16 +306,6 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
     write_scalars(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
     return metrics
-
-
-def _decay_note(decay_steps, train_steps, train_minutes) -> str:
-    """The log line that says where the optional linear decay of the learning rate runs."""
-    note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay_steps:,} over steps "
-            f"{max(train_steps - decay_steps + 1, 1):,}-{train_steps:,} (learning_rate_decay_steps={decay_steps:,}).")
-    if train_minutes:  # a time bound that comes first leaves the decay unfinished
-        note += (f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
-                 f"the decay follows --train_steps, not the clock.")
-    return note
 
 
 def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
