@@ -1,6 +1,38 @@
-"""Test-wide settings: quiet TensorFlow logs and the TensorFlow Keras backend."""
+"""Test-wide settings (quiet TensorFlow logs, the TensorFlow Keras backend) and `built_once`."""
 
+import fcntl
 import os
+import shutil
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory):
+    """`built_once(name, build)`: the directory `build(path)` wrote, built once per test run.
+
+    pytest-xdist runs a module's tests on both workers, and a module fixture runs once per worker
+    and module; an artefact that takes a minute to make (a trained model and its exports, used by
+    test_export and test_warmup) would be made up to four times. The first worker to ask builds it
+    under a lock in the run's directory, which the workers share; the others wait and reuse it. A
+    build that failed part-way leaves no marker and is redone.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory; each worker's basetemp is a folder in it
+
+    def build_once(name, build):
+        path = root / name
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (root / f"{name}.built").exists():
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir()
+                build(path)
+                (root / f"{name}.built").touch()
+        return path
+
+    return build_once

@@ -82,25 +82,35 @@ def run_exporter(argv):
     exporter.main([])
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("export")
-    data_dir, train_dir, export_dir = str(root / "data"), str(root / "train"), str(root / "export")
+def build_trained_export(root):
+    """Train the word-reversal model and export it with `t2t-exporter`, under root."""
     problem = registry.problem("translate_files")
     vocab = vocabulary.train_vocabulary(random_sentences(seed=1, count=300, max_words=12),
-                                        os.path.join(data_dir, problem.vocab_filename()), 400)
-    hparams = registry.hparams("transformer_tiny").override(TINY)
+                                        os.path.join(root / "data", problem.vocab_filename()), 400)
     with python_random_seed(1):
-        model = checkpoints.build_model(hparams, vocab.vocab_size)
+        model = checkpoints.build_model(registry.hparams("transformer_tiny").override(TINY), vocab.vocab_size)
     optimizer = train_word_reversal(model, vocab, STEP)
     # A training checkpoint with the optimizer's state, which the export must leave out.
-    checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), train_dir, 2).save(STEP)
-    flags = [f"--problem={problem.name}", f"--data_dir={data_dir}", f"--output_dir={train_dir}",
-             f"--export_dir={export_dir}", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
-             "--decode_hparams=" + ",".join(f"{name}={value}" for name, value in DECODE.items())]
-    run_exporter(flags)
-    return {"version_dir": os.path.join(export_dir, str(STEP)), "flags": flags, "vocab": vocab, "root": root,
-            "hparams": hparams, "model": inference.load_model(problem, hparams, data_dir, train_dir)}
+    checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), str(root / "train"), 2).save(STEP)
+    run_exporter(exporter_flags(root))
+
+
+def exporter_flags(root):
+    """The t2t-exporter command line of the module's export."""
+    return ["--problem=translate_files", f"--data_dir={root / 'data'}", f"--output_dir={root / 'train'}",
+            f"--export_dir={root / 'export'}", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
+            "--decode_hparams=" + ",".join(f"{name}={value}" for name, value in DECODE.items())]
+
+
+@pytest.fixture(scope="module")
+def setup(built_once):
+    """The trained model and its export, made once per test run (test_warmup uses them too)."""
+    root = built_once("trained_export", build_trained_export)
+    problem, hparams = registry.problem("translate_files"), registry.hparams("transformer_tiny").override(TINY)
+    data_dir, train_dir = str(root / "data"), str(root / "train")
+    return {"version_dir": os.path.join(root, "export", str(STEP)), "flags": exporter_flags(root),
+            "vocab": problem.vocabulary(data_dir), "root": root, "hparams": hparams,
+            "model": inference.load_model(problem, hparams, data_dir, train_dir)}
 
 
 def library_translations(setup, sentences):
@@ -166,16 +176,15 @@ def long_sentence():
 
 
 @pytest.fixture(scope="module")
-def served(setup):
+def served(setup, tmp_path_factory):
     """The fresh process' answers to a mixed batch, a batch of 1, a batch of 64 and an ids batch."""
     mixed = ["die katze läuft", "", "  grün \t grün\u00a0haus\n", long_sentence(), "Ω hund ☃", "the dog runs"]
     requests = {"text": [mixed, ["der hund"], random_sentences(seed=2, count=64)],
                 # One row with its EOS, one without: the ids signature takes both.
                 "ids": padded([setup["vocab"].encode("die katze läuft") + [1], setup["vocab"].encode("der hund")]).tolist()}
-    requests_path = setup["root"] / "requests.json"
+    requests_path = tmp_path_factory.mktemp("served") / "requests.json"
     requests_path.write_text(json.dumps(requests))
-    cwd = setup["root"] / "client_cwd"
-    cwd.mkdir(exist_ok=True)
+    cwd = tmp_path_factory.mktemp("client_cwd")
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     process = subprocess.run([sys.executable, "-c", SERVING_CLIENT, setup["version_dir"], str(requests_path)],
                              cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
@@ -273,13 +282,13 @@ def test_layout_assets_and_variables(setup):
 
 
 @pytest.fixture(scope="module")
-def xla_version_dir(setup):
-    """The same checkpoint exported by `t2t-exporter --decode_hparams=...,xla=true`."""
-    export_dir = str(setup["root"] / "export_xla")
-    flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
-    run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
-        f"{name}={value}" for name, value in {**DECODE, "xla": "true"}.items())])
-    return os.path.join(export_dir, str(STEP))
+def xla_version_dir(setup, built_once):
+    """The same checkpoint exported by `t2t-exporter --decode_hparams=...,xla=true` (once per test run)."""
+    def build(path):
+        flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
+        run_exporter(flags + [f"--export_dir={path / 'export'}", "--decode_hparams=" + ",".join(
+            f"{name}={value}" for name, value in {**DECODE, "xla": "true"}.items())])
+    return os.path.join(built_once("trained_export_xla", build), "export", str(STEP))
 
 
 @pytest.fixture(scope="module", params=["plain", "xla"])
@@ -386,10 +395,11 @@ def test_in_graph_normalization_equals_python_str_split():
 
 
 @pytest.mark.parametrize("mode, dtype", [("int8", tf.int8), ("bfloat16", tf.bfloat16)])
-def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(setup, mode, dtype):
+def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(setup, mode, dtype,
+                                                                                                 tmp_path):
     """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, the same ids as
     decode_batch on the converted model, and the trained model's translations (word reversal) almost all unchanged."""
-    export_dir = str(setup["root"] / f"export_{mode}")
+    export_dir = str(tmp_path / f"export_{mode}")
     flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
     run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
         f"{name}={value}" for name, value in {**DECODE, "quantize": mode, "xla": "true"}.items())])
