@@ -98,8 +98,19 @@ def build_trained_export(root):
 def exporter_flags(root):
     """The t2t-exporter command line of the module's export."""
     return ["--problem=translate_files", f"--data_dir={root / 'data'}", f"--output_dir={root / 'train'}",
-            f"--export_dir={root / 'export'}", "--hparams_set=transformer_tiny", f"--hparams={TINY}",
-            "--decode_hparams=" + ",".join(f"{name}={value}" for name, value in DECODE.items())]
+            f"--export_dir={root / 'export'}", "--hparams_set=transformer_tiny", f"--hparams={TINY}", decode_flag()]
+
+
+def decode_flag(**settings):
+    """--decode_hparams: the module's DECODE settings, with `settings` added or replaced."""
+    return "--decode_hparams=" + ",".join(f"{name}={value}" for name, value in {**DECODE, **settings}.items())
+
+
+def export_again(setup, export_dir, **settings):
+    """The same checkpoint exported into export_dir with DECODE plus `settings`; its version directory."""
+    flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
+    run_exporter(flags + [f"--export_dir={export_dir}", decode_flag(**settings)])
+    return os.path.join(export_dir, str(STEP))
 
 
 @pytest.fixture(scope="module")
@@ -284,11 +295,8 @@ def test_layout_assets_and_variables(setup):
 @pytest.fixture(scope="module")
 def xla_version_dir(setup, built_once):
     """The same checkpoint exported by `t2t-exporter --decode_hparams=...,xla=true` (once per test run)."""
-    def build(path):
-        flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
-        run_exporter(flags + [f"--export_dir={path / 'export'}", "--decode_hparams=" + ",".join(
-            f"{name}={value}" for name, value in {**DECODE, "xla": "true"}.items())])
-    return os.path.join(built_once("trained_export_xla", build), "export", str(STEP))
+    root = built_once("trained_export_xla", lambda path: export_again(setup, str(path / "export"), xla="true"))
+    return os.path.join(root, "export", str(STEP))
 
 
 @pytest.fixture(scope="module", params=["plain", "xla"])
@@ -399,11 +407,7 @@ def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_train
                                                                                                  tmp_path):
     """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, the same ids as
     decode_batch on the converted model, and the trained model's translations (word reversal) almost all unchanged."""
-    export_dir = str(tmp_path / f"export_{mode}")
-    flags = [flag for flag in setup["flags"] if not flag.startswith(("--export_dir", "--decode_hparams"))]
-    run_exporter(flags + [f"--export_dir={export_dir}", "--decode_hparams=" + ",".join(
-        f"{name}={value}" for name, value in {**DECODE, "quantize": mode, "xla": "true"}.items())])
-    version_dir = os.path.join(export_dir, str(STEP))
+    version_dir = export_again(setup, str(tmp_path / f"export_{mode}"), quantize=mode, xla="true")
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert json.load(file)["decode_hparams"]["quantize"] == mode
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
