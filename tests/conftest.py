@@ -36,3 +36,20 @@ def built_once(tmp_path_factory):
         return path
 
     return build_once
+
+
+@pytest.fixture(scope="session")
+def reverse_data(built_once):
+    """An algorithmic_reverse data_dir with 1,000 train pairs in its two shards (dev and test as the problem's).
+
+    Enough for the tests' few steps of small batches; the problem's own 20,000 would fill the
+    trainer's 10,000-example shuffle buffer at every start of training, seconds of CPU per run
+    in each of the many tests that train. Built once per test run; tests only read it.
+    """
+    def generate(path):
+        from t2t_lite import registry
+        problem = registry.problem("algorithmic_reverse")
+        problem.num_examples = dict(problem.num_examples, train=1000)
+        problem.generate_data(str(path), str(path))
+
+    return str(built_once("algorithmic_reverse_1000", generate))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import distribution, registry
+from t2t_lite import distribution
 from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,10 +118,8 @@ print("REPORT " + json.dumps(report))
 """
 
 
-def test_two_replicas_match_one_device(tmp_path):
-    data_dir = str(tmp_path / "data")
-    os.makedirs(data_dir)
-    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path))
+def test_two_replicas_match_one_device(reverse_data, tmp_path):
+    data_dir = reverse_data
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, "-c", SCRIPT, data_dir, str(tmp_path / "train")], env=env,
                             capture_output=True, text=True, timeout=300)

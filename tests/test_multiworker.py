@@ -22,7 +22,6 @@ import time
 import numpy as np
 import pytest
 
-from t2t_lite import registry
 from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,11 +123,9 @@ def written_files(directory):
                   for root, _, names in os.walk(directory) for name in names)
 
 
-def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(tmp_path, started):
-    data_dir, reference, output_dir = (str(tmp_path / name) for name in ("data", "one_process", "two_workers"))
-    logs = str(tmp_path)
-    os.makedirs(data_dir)
-    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path))
+def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(reverse_data, tmp_path, started):
+    data_dir, logs = reverse_data, str(tmp_path)
+    reference, output_dir = (str(tmp_path / name) for name in ("one_process", "two_workers"))
     one_process_log = open(os.path.join(logs, "one_process.log"), "w+")
     one_process = subprocess.Popen([sys.executable, "-c", ONE_PROCESS, data_dir, reference, HPARAMS,
                                     str(TRAIN_STEPS), str(SAVE_EVERY)], env=ENV, stdout=one_process_log,

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from t2t_lite import registry, run_lock
+from t2t_lite import run_lock
 from test_multiworker import (ENV, HPARAMS, REPO, finish, free_ports,  # noqa: F401  (started: a fixture)
                               kill_after_checkpoint_and_see_the_other_stop, launch_workers, started)
 
@@ -22,11 +22,9 @@ from test_multiworker import (ENV, HPARAMS, REPO, finish, free_ports,  # noqa: F
 KILL_AFTER, TRAIN_STEPS = 10, 20
 
 
-def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(tmp_path):
+def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, tmp_path):
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    data_dir, output_dir = str(tmp_path / "data"), str(tmp_path / "train")
-    os.makedirs(data_dir)
-    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path))
+    data_dir, output_dir = reverse_data, str(tmp_path / "train")
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}  # worker 1 never starts
     started_at = time.time()
     result = subprocess.run(
@@ -42,10 +40,8 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(tmp_path):
     assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))
 
 
-def test_a_killed_chief_stops_the_other_worker_and_a_relaunch_resumes(tmp_path, started):
-    data_dir, output_dir, logs = str(tmp_path / "data"), str(tmp_path / "train"), str(tmp_path)
-    os.makedirs(data_dir)
-    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path))
+def test_a_killed_chief_stops_the_other_worker_and_a_relaunch_resumes(reverse_data, tmp_path, started):
+    data_dir, output_dir, logs = reverse_data, str(tmp_path / "train"), str(tmp_path)
 
     # 1. Worker 0, the chief, is killed after a checkpoint: worker 1 stops within 60 s, naming it.
     processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)

@@ -12,7 +12,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from t2t_lite import registry, run_lock
+from t2t_lite import run_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
@@ -121,13 +121,6 @@ def test_an_empty_lock_is_a_run_starting_now_unless_it_is_old(tmp_path):
 
 
 # -- The tools, in separate processes --------------------------------------------------------
-@pytest.fixture(scope="module")
-def reverse_data(tmp_path_factory):
-    data_dir = str(tmp_path_factory.mktemp("data"))
-    registry.problem("algorithmic_reverse").generate_data(data_dir, str(tmp_path_factory.mktemp("tmp")))
-    return data_dir
-
-
 def trainer_command(data_dir, output_dir, *flags):
     return [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
             "--hparams_set=transformer_tiny", f"--hparams={SMALL}", f"--data_dir={data_dir}",
