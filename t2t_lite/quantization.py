@@ -79,8 +79,10 @@ def _one_collection_at_the_end():
     Keras' `Layer.__delattr__` calls `gc.collect()` each time a layer drops a variable (to free
     accelerator buffers at once), and converting drops one per product weight: 97 full
     collections for transformer_base, each walking every Python object of the process, made its
-    conversion take 16 s instead of 0.8 s (int8; bench/quantize.py). One collection afterwards
-    frees the same memory.
+    conversion take 15 s instead of 0.9 s (int8; bench/quantize.py). One collection afterwards
+    frees the same memory. `gc.collect` is replaced process-wide while the conversion runs (Keras
+    looks it up at each call); a collection another thread asks for then is skipped, not lost:
+    the one at the end runs anyway.
     """
     collect = gc.collect
     gc.collect = lambda generation=2: 0

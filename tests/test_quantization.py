@@ -111,7 +111,7 @@ def test_converting_runs_one_full_collection_not_one_per_weight(mode):
     """Keras collects garbage for every variable a layer drops; converting defers that to one collection.
 
     Each full collection walks every object of the process: one per product weight made converting
-    transformer_base take 16 s instead of 0.8 s (bench/quantize.py).
+    transformer_base take 15 s instead of 0.9 s (bench/quantize.py).
     """
     hparams = HParams(hidden_size=32, filter_size=64, num_heads=4, num_hidden_layers=2, max_length=32)
     model = Transformer(hparams, vocab_size=VOCAB)
