@@ -140,6 +140,14 @@ class TrainingBatches:
                     experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
             self._iterator = iter(self.strategy.distribute_datasets_from_function(self._dataset, options))
 
+    def close(self) -> None:
+        """Stops the input pipelines now: their prefetching threads end here, not at some later garbage collection.
+
+        The pipelines' functions refer back to this object, so without this the iterator lives in a
+        reference cycle, its threads running, until Python's next full collection.
+        """
+        self._iterator = self._tags = None
+
     def record_positions(self) -> None:
         """Every replica's position into `epoch` and `batches_taken` (call on every worker before a save)."""
         if self._tags is None:  # nothing taken since the restore: the restored positions stand

@@ -255,6 +255,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = replica_input.TrainingBatches(problem, data_dir, hparams, random_seed, strategy, log)
+        held.callback(batches.close)
         checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
                                                      data_batches_taken=batches.batches_taken)
         # Every worker saves (the collectives need them all), but only the chief into output_dir.

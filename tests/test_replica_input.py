@@ -1,5 +1,6 @@
 """Each replica reads its own train shards (files r::R) and resumes at its own position; one replica is unchanged."""
 
+import gc
 import json
 import os
 import subprocess
@@ -54,6 +55,39 @@ def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marke
         assert all(np.array_equal(got[side].numpy(), want[side]) for side in want), index
     batches.record_positions()
     assert batches.epoch.numpy().tolist() == [2] and batches.batches_taken.numpy().tolist() == [len(epochs[2]) - 1]
+
+
+def live_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_closing_stops_the_pipelines_threads_at_once(marked_data):
+    """close() ends the prefetching threads then, not at a later garbage collection.
+
+    The pipelines' functions refer back to the TrainingBatches, so a forgotten one lives in a
+    reference cycle; automatic collection is off here, so only close() can end its threads.
+    """
+    problem = registry.problem("algorithmic_reverse")
+
+    def read_and_close():
+        batches = replica_input.TrainingBatches(problem, marked_data, hparams(), 7, tf.distribute.get_strategy())
+        batches.next()
+        running = live_threads()
+        batches.close()
+        return running
+
+    read_and_close()  # TensorFlow's own thread pools, created once per process, exist from here on
+    gc.collect()
+    before = live_threads()
+    gc.disable()
+    try:
+        running = read_and_close()
+        after = live_threads()
+    finally:
+        gc.enable()
+    assert running > before, "the pipeline should run threads of its own while it is read"
+    assert after == before
 
 
 def test_fewer_shards_than_replicas_stop_naming_both_counts(marked_data):
