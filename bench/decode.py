@@ -9,6 +9,11 @@ sentence grows with the output length.
 
     .venv/bin/python bench/decode.py                      # tiny and base (~10 min on 2 idle cores)
     .venv/bin/python bench/decode.py --presets=tiny --repeats=5
+    TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python bench/decode.py --presets=base
+
+On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/cpu_features.py);
+TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's, which TensorFlow alone picks on CPUs without VNNI,
+AVX-512 BF16 or AMX. The header line says which ran.
 """
 
 import argparse
@@ -22,9 +27,13 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_variable, str(THREADS))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+from t2t_lite import cpu_features  # noqa: E402
+
+cpu_features.use_onednn_kernels()  # as the t2t-* tools do; TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's kernels
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
 from t2t_lite import decoding, registry  # noqa: E402
 from t2t_lite.models import Transformer  # noqa: E402
@@ -76,7 +85,8 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
     print(f"# t2t_lite decoding benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"host {platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {THREADS} threads")
+          f"host {platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {THREADS} threads, "
+          f"oneDNN kernels {'on' if _pywrap_util_port.IsMklEnabled() else 'off'}")
     print(f"# {SENTENCES} sentences x {SOURCE_LENGTH} source tokens -> {OUTPUT_LENGTH} output tokens, "
           f"beam {BEAM_SIZE}, alpha {ALPHA}, random weights")
     print("| preset | decoding | sent/s median [min–max] | out tok/s median | first call s | timed calls |")

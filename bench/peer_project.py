@@ -54,6 +54,7 @@ import sys
 import tempfile
 
 from compare_peers import PeersNotFoundError, find_peers_dir
+from t2t_lite import cpu_features
 
 
 def _import_peer_common():
@@ -71,6 +72,7 @@ def _import_peer_common():
 
 pc = _import_peer_common()
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+cpu_features.use_onednn_kernels()  # the kernels the t2t-* tools run (TensorFlow reads this when it loads)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -53,3 +53,16 @@ def test_the_module_prints_the_faster_dtype(tmp_path):
         result = subprocess.run([sys.executable, "-m", "t2t_lite.cpu_features", str(tmp_path / name)],
                                 capture_output=True, text=True, check=True)
         assert result.stdout == dtype + "\n"
+
+
+@pytest.mark.parametrize("machine, users_choice, expected", [
+    ("x86_64", None, "1"), ("AMD64", None, "1"), ("x86_64", "0", "0"), ("aarch64", None, None)])
+def test_onednn_kernels_on_x86_64_unless_the_user_chose(monkeypatch, machine, users_choice, expected):
+    """TensorFlow leaves them off on x86 CPUs without VNNI, BF16 or AMX; elsewhere the variable is not ours to set."""
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: machine)
+    if users_choice is None:
+        monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    else:
+        monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", users_choice)
+    cpu_features.use_onednn_kernels()
+    assert cpu_features.os.environ.get("TF_ENABLE_ONEDNN_OPTS") == expected

@@ -34,6 +34,8 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.
 ONE_PROCESS = r"""
 import sys
+from t2t_lite import cpu_features
+cpu_features.use_onednn_kernels()  # the kernels the t2t-trainer workers run: the same sums
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)

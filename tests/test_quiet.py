@@ -4,6 +4,7 @@ TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back; the filter on s
 however the tool ends."""
 
 import os
+import platform
 import random
 import re
 import select
@@ -174,9 +175,36 @@ def test_the_user_can_ask_for_tensorflows_log(asked, quiet_registry_help):
     quiet = quiet_registry_help
     printed = run_tool("t2t-avg-all", "--registry_help", *flags, env=env)
     assert not any(NOT_OURS.search(line) for line in quiet), quiet
-    # TensorFlow's start-up lines as it writes them; which ones depends on the CPU (oneDNN's note
-    # appears only where oneDNN is on by default, e.g. AVX-512 hosts; AVX2-only hosts print cpu_feature_guard's).
+    # TensorFlow's start-up lines as it writes them (oneDNN's note on x86-64, where a tool turns oneDNN on).
     assert any(NOT_OURS.search(line) for line in printed), printed
+
+
+# Whether TensorFlow runs its oneDNN kernels, and the variable that decides it, as a process named argv[1] sees them.
+ONEDNN_PROBE = """
+import os
+import t2t_lite.cli
+from tensorflow.python.util import _pywrap_util_port
+print(_pywrap_util_port.IsMklEnabled(), os.environ.get("TF_ENABLE_ONEDNN_OPTS"))
+"""
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="oneDNN's switch is x86-64's")
+@pytest.mark.parametrize("name, users_choice, expected", [
+    ("t2t-probe", None, "True 1"),   # a tool: on, whatever this CPU is (TensorFlow alone: only with VNNI, BF16 or AMX)
+    ("t2t-probe", "0", "False 0"),   # the user's choice wins
+    ("probe", None, "None"),         # not a tool (a notebook, a test): TensorFlow's own default, untouched
+])
+def test_a_tool_runs_onednn_kernels_unless_the_user_chose(tmp_path, name, users_choice, expected):
+    """AVX2 CPUs otherwise get Eigen's kernels: a decoding step's vocabulary projection 5x slower (AMD Zen 3)."""
+    path = tmp_path / name
+    path.write_text(ONEDNN_PROBE)
+    environment = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
+    if users_choice is not None:
+        environment["TF_ENABLE_ONEDNN_OPTS"] = users_choice
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = result.stdout.split()
+    assert (printed[1] if expected == "None" else " ".join(printed)) == expected, result.stdout
 
 
 def test_only_the_documented_lines_are_dropped():

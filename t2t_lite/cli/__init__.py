@@ -38,6 +38,11 @@ has closed it. Stdout is left alone: nothing TensorFlow-side is written there.
 
 `--verbosity` (`-v`), or TF_CPP_MIN_LOG_LEVEL set by the user, turns all of this off, so every
 line comes back as TensorFlow, tensorflow-text and absl write it.
+
+A tool also runs TensorFlow's oneDNN kernels on every x86-64 CPU, where TensorFlow alone runs
+Eigen's on CPUs without VNNI, AVX-512 BF16 or AMX (`cpu_features.use_onednn_kernels`: on an AMD
+Zen 3 a transformer_base beam-4 decode takes half the time); TF_ENABLE_ONEDNN_OPTS set by the
+user wins.
 """
 
 import atexit
@@ -51,6 +56,8 @@ import sys
 import time
 
 from absl import app, flags as absl_flags, logging as absl_logging
+
+from t2t_lite import cpu_features
 
 # Abseil's C++ format: severity letter, date (0000 before InitializeLog), time, thread, file:line].
 _ABSL_INFO_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] ")
@@ -154,6 +161,8 @@ def _quiet_python_logs():
         logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
+if _is_tool():
+    cpu_features.use_onednn_kernels()
 if _is_tool() and not _user_asked_for_logs():
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
     _filter_stderr_until_exit()
