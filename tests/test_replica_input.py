@@ -54,6 +54,7 @@ def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marke
         got = batches.next()
         assert all(np.array_equal(got[side].numpy(), want[side]) for side in want), index
     batches.record_positions()
+    batches.close()  # its prefetching threads end now, not in a later test's garbage collection
     assert batches.epoch.numpy().tolist() == [2] and batches.batches_taken.numpy().tolist() == [len(epochs[2]) - 1]
 
 
@@ -105,6 +106,7 @@ def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
                                             hparams().replace(max_length=1), 1, tf.distribute.get_strategy())
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"train shards 0::1 in .* give no batches"):
         batches.next()
+    batches.close()
 
 
 def logged_losses(output_dir):
