@@ -52,7 +52,24 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert f"activation_dtype {cpu_features.training_dtype()} (DTYPE=auto: this CPU has" in result.stdout
 
 
+def test_another_vocabulary_size_trains_through_a_registered_subclass(tmp_path):
+    """VOCAB_SIZE: the vocabulary-size ablation in one knob (translate_files learns 8,000 pieces)."""
+    import sentencepiece
+    corpus = write_corpus(tmp_path / "corpus")
+    result = run(corpus, tmp_path / "run", VOCAB_SIZE="400", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,"
+                 "num_hidden_layers=1", TRAIN_STEPS="2", SAVE_STEPS="2", AVG_N="1",
+                 DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "translate_files_vocab400 (400-piece vocabulary)" in result.stdout
+    data = tmp_path / "run" / "data"
+    assert {path.name.split("-")[0] for path in data.glob("*-train-*")} == {"translate_files_vocab400"}
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(data / "vocab.translate_files_vocab400.model"))
+    assert pieces.get_piece_size() <= 400
+    assert re.search(r"^sacreBLEU = [\d.]+ ", result.stdout, re.MULTILINE)
+
+
 @pytest.mark.parametrize("knobs, message", [
+    ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
     ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
     ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
 ])
