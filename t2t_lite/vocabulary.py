@@ -24,6 +24,7 @@ with the same interface.
 import hashlib
 import io
 import os
+import re
 import sys
 
 import sentencepiece
@@ -63,6 +64,26 @@ def train_vocabulary(sentences, model_path: str, vocab_size: int, *, max_sentenc
     (`hard_vocab_limit=False`); the file records the size actually learned.
     """
     model = io.BytesIO()
+    try:
+        _train_sentencepiece(sentences, model, vocab_size, max_sentences)
+    except RuntimeError as error:
+        # Every byte (256 pieces for byte fallback), the special ids and each character seen need a piece.
+        needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
+        if not needed:
+            raise
+        raise ValueError(
+            f"A {vocab_size:,}-piece vocabulary is too small for {model_path}: with the 256 byte pieces, the "
+            f"special ids and the characters of this text it needs at least {int(needed.group(1)):,}. Ask "
+            f"for more (the problem's approx_vocab_size).") from None
+    os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
+    partial = model_path + ".incomplete"
+    with open(partial, "wb") as file:
+        file.write(model.getvalue())
+    os.replace(partial, model_path)  # a crash never leaves a truncated vocabulary behind
+    return Vocabulary(model_path)
+
+
+def _train_sentencepiece(sentences, model, vocab_size, max_sentences):
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=(normalize_text(sentence) for sentence in sentences),
         model_writer=model,
@@ -82,12 +103,6 @@ def train_vocabulary(sentences, model_path: str, vocab_size: int, *, max_sentenc
         max_sentence_length=1 << 16,
         minloglevel=2,
     )
-    os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
-    partial = model_path + ".incomplete"
-    with open(partial, "wb") as file:
-        file.write(model.getvalue())
-    os.replace(partial, model_path)  # a crash never leaves a truncated vocabulary behind
-    return Vocabulary(model_path)
 
 
 class Vocabulary:

@@ -86,6 +86,13 @@ def test_small_corpus_learns_a_smaller_vocabulary_instead_of_failing(tmp_path):
     assert vocabulary.decode(vocabulary.encode(HARD_STRINGS[0])) == HARD_STRINGS[0]
 
 
+def test_a_vocabulary_smaller_than_the_bytes_and_characters_says_how_many_it_needs(tmp_path):
+    """Byte fallback takes 256 pieces and each character one: SentencePiece refuses less, in its own words."""
+    with pytest.raises(ValueError, match=r"A 40-piece vocabulary is too small for .*v\.model: .* at least \d{3}"):
+        train_vocabulary(TRAINING_TEXT[:9], str(tmp_path / "v.model"), vocab_size=40)
+    assert not os.path.exists(tmp_path / "v.model")
+
+
 def test_fingerprint_tells_same_size_vocabularies_apart(vocabulary, tmp_path):
     """A vocabulary trained on other text has the same size (it is configured) but other pieces."""
     other = train_vocabulary([line.upper() for line in TRAINING_TEXT], str(tmp_path / "other.model"), vocab_size=320)
