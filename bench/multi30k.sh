@@ -17,7 +17,7 @@
 # bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
 # float32), TRAIN_MINUTES (50: the runs there; the whole script then takes about 51 minutes),
 # TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
-# VOCAB_SIZE (8000, translate_files' own; another size trains through a problem the script registers
+# VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
 # averaging another number of them can be tried afterwards. Each phase prints its wall-clock
@@ -36,7 +36,7 @@ SEED=${SEED:-1}
 AVG_N=${AVG_N:-5}
 SAVE_STEPS=${SAVE_STEPS:-250}
 DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=64,xla=true}
-VOCAB_SIZE=${VOCAB_SIZE:-8000}
+VOCAB_SIZE=${VOCAB_SIZE:-}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
 
 for name in train.en "train.$TARGET" val.en "val.$TARGET"; do
@@ -46,8 +46,8 @@ if [ -e "$WORK" ]; then
   echo "multi30k.sh: $WORK exists; name a new WORK directory (a finished or running run is never overwritten)" >&2
   exit 2
 fi
-case "$VOCAB_SIZE" in ''|*[!0-9]*|0*)
-  echo "multi30k.sh: VOCAB_SIZE=$VOCAB_SIZE: give the vocabulary's size as a positive whole number (default 8000)" >&2; exit 2;;
+case "$VOCAB_SIZE" in *[!0-9]*|0*)
+  echo "multi30k.sh: VOCAB_SIZE=$VOCAB_SIZE: give the vocabulary's size as a positive whole number, or leave it unset" >&2; exit 2;;
 esac
 case "$HPARAMS" in *activation_dtype=*)
   echo "multi30k.sh: HPARAMS sets activation_dtype; set DTYPE=bfloat16 or DTYPE=float32 instead" >&2; exit 2;;
@@ -63,8 +63,8 @@ esac
 CORPUS=$(cd "$CORPUS" && pwd)
 mkdir -p "$WORK/tmp"
 WORK=$(cd "$WORK" && pwd)
-PROBLEM=(--problem=translate_files)
-if [ "$VOCAB_SIZE" != 8000 ]; then  # the size is a property of the problem, as in tensor2tensor: a subclass
+PROBLEM=(--problem=translate_files) vocabulary="translate_files' own vocabulary size"
+if [ -n "$VOCAB_SIZE" ]; then  # the size is a property of the problem, as in tensor2tensor: a subclass
   mkdir -p "$WORK/usr/multi30k_vocab"
   cat > "$WORK/usr/multi30k_vocab/__init__.py" <<EOF
 from t2t_lite.problems.translate_files import TranslateFiles
@@ -78,6 +78,7 @@ class TranslateFilesVocab(TranslateFiles):
     approx_vocab_size = $VOCAB_SIZE
 EOF
   PROBLEM=(--problem="translate_files_vocab$VOCAB_SIZE" --t2t_usr_dir="$WORK/usr/multi30k_vocab")
+  vocabulary="$VOCAB_SIZE-piece vocabulary"
 fi
 
 started=$(date +%s)
@@ -88,7 +89,7 @@ phase() {  # phase NAME: print the seconds since the previous phase ended
   phase_started=$now
 }
 
-echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), ${PROBLEM[0]#--problem=} ($VOCAB_SIZE-piece vocabulary)"
+echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), ${PROBLEM[0]#--problem=} ($vocabulary)"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
 ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"

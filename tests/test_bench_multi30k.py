@@ -50,6 +50,7 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert "ckpt-4" in result.stdout and "ckpt-6" in result.stdout  # the last AVG_N=2 checkpoints were averaged
     # DTYPE=auto trains in the dtype this CPU multiplies fastest, and the header says which and why.
     assert f"activation_dtype {cpu_features.training_dtype()} (DTYPE=auto: this CPU has" in result.stdout
+    assert "translate_files (translate_files' own vocabulary size)" in result.stdout  # VOCAB_SIZE unset
 
 
 def test_another_vocabulary_size_trains_through_a_registered_subclass(tmp_path):

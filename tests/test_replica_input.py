@@ -58,10 +58,6 @@ def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marke
     assert batches.epoch.numpy().tolist() == [2] and batches.batches_taken.numpy().tolist() == [len(epochs[2]) - 1]
 
 
-def live_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
 def test_closing_stops_the_pipelines_threads_at_once(marked_data):
     """close() ends the prefetching threads then, not at a later garbage collection.
@@ -69,6 +65,7 @@ def test_closing_stops_the_pipelines_threads_at_once(marked_data):
     The pipelines' functions refer back to the TrainingBatches, so a forgotten one lives in a
     reference cycle; automatic collection is off here, so only close() can end its threads.
     """
+    from test_trainer import live_threads
     problem = registry.problem("algorithmic_reverse")
 
     def read_and_close():

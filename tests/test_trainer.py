@@ -65,6 +65,11 @@ def test_transformer_tiny_learns_algorithmic_reverse(full_reverse_data, tmp_path
     assert metrics["accuracy"] >= 0.98, metrics
 
 
+def live_threads() -> int:
+    """Threads of this process, TensorFlow's native ones included (threading.enumerate sees only Python's)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
 def test_training_in_process_leaves_no_input_threads_running(reverse_data, tmp_path):
     """When train_and_evaluate returns, its endless prefetching input pipeline has stopped.
@@ -75,11 +80,11 @@ def test_training_in_process_leaves_no_input_threads_running(reverse_data, tmp_p
     """
     train(reverse_data, str(tmp_path / "warm"), train_steps=2)  # TensorFlow's own pools exist from here on
     gc.collect()
-    before = len(os.listdir("/proc/self/task"))
+    before = live_threads()
     gc.disable()
     try:
         train(reverse_data, str(tmp_path / "run"), train_steps=2)
-        after = len(os.listdir("/proc/self/task"))
+        after = live_threads()
     finally:
         gc.enable()
     assert after == before
