@@ -15,7 +15,8 @@
 # HPARAMS_SET (transformer_multi30k_hour: the settings chosen by the runs in docs/results.md),
 # HPARAMS (overrides, "k=v,..."), DTYPE (the activation dtype; auto: bfloat16 where /proc/cpuinfo names
 # bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
-# float32), TRAIN_MINUTES (50: the runs there; the whole script then takes about 51 minutes),
+# float32), XLA (auto: xla_compile=true where the dtype is float32, since XLA's CPU backend computes
+# bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: the runs there; the whole script then takes about 51 minutes),
 # TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
@@ -30,6 +31,7 @@ WORK=${WORK:-./multi30k-$TARGET-run}
 HPARAMS_SET=${HPARAMS_SET:-transformer_multi30k_hour}
 HPARAMS=${HPARAMS:-}
 DTYPE=${DTYPE:-auto}
+XLA=${XLA:-auto}
 TRAIN_MINUTES=${TRAIN_MINUTES:-50}
 TRAIN_STEPS=${TRAIN_STEPS:-1000000}
 SEED=${SEED:-1}
@@ -52,6 +54,9 @@ esac
 case "$HPARAMS" in *activation_dtype=*)
   echo "multi30k.sh: HPARAMS sets activation_dtype; set DTYPE=bfloat16 or DTYPE=float32 instead" >&2; exit 2;;
 esac
+case "$HPARAMS" in *xla_compile=*)
+  echo "multi30k.sh: HPARAMS sets xla_compile; set XLA=true or XLA=false instead" >&2; exit 2;;
+esac
 dtype_why="DTYPE=$DTYPE"
 if [ "$DTYPE" = auto ]; then
   DTYPE=$("$BIN/python" -m t2t_lite.cpu_features)
@@ -59,6 +64,14 @@ if [ "$DTYPE" = auto ]; then
 fi
 case "$DTYPE" in bfloat16|float32) ;;
   *) echo "multi30k.sh: DTYPE=$DTYPE: use auto, bfloat16 or float32" >&2; exit 2;;
+esac
+xla_why="XLA=$XLA"
+if [ "$XLA" = auto ]; then
+  XLA=$([ "$DTYPE" = float32 ] && echo true || echo false)
+  xla_why="XLA=auto: activation_dtype $DTYPE"
+fi
+case "$XLA" in true|false) ;;
+  *) echo "multi30k.sh: XLA=$XLA: use auto, true or false" >&2; exit 2;;
 esac
 CORPUS=$(cd "$CORPUS" && pwd)
 mkdir -p "$WORK/tmp"
@@ -89,14 +102,14 @@ phase() {  # phase NAME: print the seconds since the previous phase ended
   phase_started=$now
 }
 
-echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), ${PROBLEM[0]#--problem=} ($vocabulary)"
+echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), xla_compile $XLA ($xla_why), ${PROBLEM[0]#--problem=} ($vocabulary)"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
 ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"
 "$BIN/t2t-datagen" "${PROBLEM[@]}" --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
 phase datagen
 
-"$BIN/t2t-trainer" "${PROBLEM[@]}" --hparams_set="$HPARAMS_SET" --hparams="activation_dtype=$DTYPE${HPARAMS:+,$HPARAMS}" \
+"$BIN/t2t-trainer" "${PROBLEM[@]}" --hparams_set="$HPARAMS_SET" --hparams="activation_dtype=$DTYPE,xla_compile=$XLA${HPARAMS:+,$HPARAMS}" \
   --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" --train_steps="$TRAIN_STEPS" \
   --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency=1000 \
   --eval_steps=0 --random_seed="$SEED" 2>&1 | tee "$WORK/train.log"

@@ -13,7 +13,8 @@ each about length_bucket_step times the previous, up to max_length. Unlike
 tensor2tensor, each side of a batch is padded to a bucket length (the smallest that
 holds that side's longest example), not to the longest in the batch, so training
 batches take their shapes from a finite set and a compiled (XLA) training step is
-traced once per shape, not per batch.
+traced once per shape, not per batch; under `xla_compile` training batches are padded
+further, to one shape per bucket (`pad_to_bucket_shapes`).
 
 Training drops examples longer than `hparams.max_length` and logs how many, once
 per pass over the files it reads (to stderr, at the pass's end); dev and test keep every
@@ -78,9 +79,36 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
         dataset = dataset.repeat()
     if shuffle:
         dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed)
-    dataset = bucket_by_length(dataset, bucket_lengths(hparams), bucket_batch_sizes(hparams, num_replicas),
-                               num_replicas)
+    lengths, batch_sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams, num_replicas)
+    dataset = bucket_by_length(dataset, lengths, batch_sizes, num_replicas)
+    if training and hparams.xla_compile:
+        dataset = pad_to_bucket_shapes(dataset, lengths, batch_sizes)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: list) -> tf.data.Dataset:
+    """Every batch of bucket b as [batch_sizes[b], lengths[b]] on both sides: one shape per bucket, for XLA.
+
+    XLA compiles the training step once per shape it meets. Padded side by side, Multi30k's
+    251 training batches of an epoch come in 144 shapes (3–4 s of compiling each on 2
+    cores: more time than XLA saves in the first epoch), and the partial batch that ends an
+    epoch in a bucket has a new number of rows each epoch. So under `xla_compile` both
+    sides are padded to the bucket of the longer one and the rows to the bucket's batch
+    size: at most one shape per bucket, compiled once for the whole run. The added
+    positions are padding (id 0): the loss and the token counts skip them, and attention
+    masks them as keys, so the step's loss and update are the unpadded batch's.
+    """
+    upper_bounds = tf.constant(lengths, tf.int32)
+    rows_of_bucket = tf.constant(batch_sizes, tf.int32)
+
+    def pad(batch):
+        longer = tf.maximum(tf.shape(batch["inputs"])[1], tf.shape(batch["targets"])[1])
+        bucket = tf.minimum(tf.reduce_sum(tf.cast(longer > upper_bounds, tf.int32)), len(lengths) - 1)
+        length, rows = upper_bounds[bucket], rows_of_bucket[bucket]
+        return {side: tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, length - tf.shape(ids)[1]]])
+                for side, ids in batch.items()}
+
+    return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the data") -> tf.data.Dataset:

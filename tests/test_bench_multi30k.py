@@ -49,7 +49,13 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert (tmp_path / "run" / "train" / "ckpt-6.index").exists()
     assert "ckpt-4" in result.stdout and "ckpt-6" in result.stdout  # the last AVG_N=2 checkpoints were averaged
     # DTYPE=auto trains in the dtype this CPU multiplies fastest, and the header says which and why.
-    assert f"activation_dtype {cpu_features.training_dtype()} (DTYPE=auto: this CPU has" in result.stdout
+    dtype = cpu_features.training_dtype()
+    assert f"activation_dtype {dtype} (DTYPE=auto: this CPU has" in result.stdout
+    # XLA=auto compiles the float32 step (XLA's CPU backend has no faster bfloat16 one), and says so.
+    xla = "true" if dtype == "float32" else "false"
+    assert f"xla_compile {xla} (XLA=auto: activation_dtype {dtype})" in result.stdout
+    recorded = (tmp_path / "run" / "train" / "hparams.json").read_text(encoding="utf-8")
+    assert re.search(rf'"xla_compile": {xla}\b', recorded)
     assert "translate_files (translate_files' own vocabulary size)" in result.stdout  # VOCAB_SIZE unset
 
 
@@ -73,8 +79,10 @@ def test_another_vocabulary_size_trains_through_a_registered_subclass(tmp_path):
     ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
     ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
     ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
+    ({"XLA": "maybe"}, "XLA=maybe: use auto, true or false"),
+    ({"HPARAMS": "xla_compile=true"}, "set XLA=true or XLA=false instead"),
 ])
-def test_the_activation_dtype_is_chosen_by_dtype_alone(tmp_path, knobs, message):
+def test_the_activation_dtype_and_xla_are_chosen_by_their_knobs_alone(tmp_path, knobs, message):
     corpus = write_corpus(tmp_path / "corpus")
     result = run(corpus, tmp_path / "run", **knobs)
     assert result.returncode == 2

@@ -189,3 +189,26 @@ def test_replicas_multiply_the_batch(data_dir, hparams):
     batch = take(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, num_replicas=2), 1)[0]
     length = batch["inputs"].shape[1]
     assert len(batch["inputs"]) == 2 * (2048 // length)
+
+
+def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, hparams):
+    """XLA compiles the step once per shape: both sides padded to the longer side's bucket, rows to its batch size.
+
+    The batches hold the same examples as without XLA, in the same order; only padding (id 0)
+    is added, including whole rows of it in the partial batch that ends a bucket's epoch.
+    """
+    xla = hparams.replace(xla_compile=True)
+    lengths, sizes = bucket_lengths(xla), bucket_batch_sizes(xla)
+
+    def epoch(hp, mode="train"):
+        return list(batched_dataset(Lengths(), mode, data_dir, hp, seed=1, repeat=False).as_numpy_iterator())
+
+    def examples(batch):
+        return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"]) if t.any()]
+
+    plain, padded = epoch(hparams), epoch(xla)
+    assert {(b["inputs"].shape, b["targets"].shape) for b in padded} <= {((s, n), (s, n)) for s, n in zip(sizes, lengths)}
+    assert [examples(b) for b in padded] == [examples(b) for b in plain]
+    assert any(len(before["inputs"]) < len(after["inputs"]) for before, after in zip(plain, padded))  # whole rows were added
+    for name in ("inputs", "targets"):  # dev is not compiled: its batches stay as they were
+        assert [b[name].tolist() for b in epoch(xla, "dev")] == [b[name].tolist() for b in epoch(hparams, "dev")]
