@@ -51,10 +51,9 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = N
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
     # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
     # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
-    relative = os.path.basename(prefix)
     state = tf.train.get_checkpoint_state(output_dir)
     earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
-    tf.compat.v1.train.update_checkpoint_state(output_dir, relative, all_model_checkpoint_paths=earlier + [relative])
+    checkpoints.write_checkpoint_list(output_dir, earlier + [os.path.basename(prefix)])
     for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
         source = os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(source):

@@ -135,7 +135,7 @@ def checkpoint_path(checkpoint_path_or_dir: str) -> str:
                 f"{checkpoint_path_or_dir}: no checkpoint found (expected ckpt-<step>.index and a "
                 f"'checkpoint' file written by t2t-trainer)."
             )
-        latest = _in_dir(checkpoint_path_or_dir, state.model_checkpoint_path)
+        latest = state.model_checkpoint_path
         if not tf.io.gfile.exists(latest + ".index"):
             raise damaged(latest, None)
         return latest
@@ -149,12 +149,9 @@ def listed_checkpoints(model_dir: str) -> list:
     state = tf.train.get_checkpoint_state(model_dir)
     if state is None:
         return []
-    return sorted((_in_dir(model_dir, path) for path in state.all_model_checkpoint_paths), key=checkpoint_step)
-
-
-def _in_dir(model_dir: str, path: str) -> str:
-    """A path of the `checkpoint` file: relative to its directory (CheckpointManager's) or absolute."""
-    return path if os.path.isabs(path) or "://" in path else os.path.join(model_dir, path)
+    # The file lists paths relative to its directory (CheckpointManager's); TensorFlow has already
+    # joined them to `model_dir` as given, so a relative --model_dir yields paths relative to the cwd.
+    return sorted(state.all_model_checkpoint_paths, key=checkpoint_step)
 
 
 # -- Damaged checkpoints (a disk that filled up, a copy cut short) -----------------------------
@@ -229,9 +226,20 @@ def _set_aside(output_dir: str, prefixes: list, reason: str, log) -> None:
     log(f"Moved {names} to {destination}, as {reason}; delete them there once you no longer need them.")
     kept = [os.path.basename(path) for path in listed_checkpoints(output_dir) if path not in prefixes]
     if kept:
-        tf.compat.v1.train.update_checkpoint_state(output_dir, kept[-1], all_model_checkpoint_paths=kept)
+        write_checkpoint_list(output_dir, kept)
     else:
         tf.io.gfile.remove(os.path.join(output_dir, "checkpoint"))
+
+
+def write_checkpoint_list(directory: str, names: list) -> None:
+    """`directory`'s `checkpoint` file listing the checkpoints `names` (ckpt-<step>, the newest last).
+
+    They are written relative to the directory, as CheckpointManager does, so it can be moved.
+    TensorFlow takes the paths given for a relative directory as relative to the working
+    directory (and rewrites them relative to it), for an absolute one as written.
+    """
+    given = [name if os.path.isabs(directory) else os.path.join(directory, name) for name in names]
+    tf.compat.v1.train.update_checkpoint_state(directory, given[-1], all_model_checkpoint_paths=given)
 
 
 def checkpoint_step(path: str) -> int:

@@ -89,6 +89,20 @@ def test_avg_all_tool(tmp_path):
         assert json.load(file)["vocab_size"] == 12
 
 
+def test_avg_all_and_the_newest_average_work_with_directories_relative_to_the_cwd(tmp_path, monkeypatch):
+    """`--model_dir=train --output_dir=avg`, as a user types them (TensorFlow joins the checkpoint file's paths)."""
+    write_checkpoints(str(tmp_path / "train"), steps=[1, 2, 3], keep=5)
+    monkeypatch.chdir(tmp_path)
+    assert checkpoints.listed_checkpoints("train") == [os.path.join("train", f"ckpt-{s}") for s in (1, 2, 3)]
+    run_avg_all(["--model_dir=train", "--output_dir=avg", "--n=2"])
+    newest = checkpoints.checkpoint_path("avg")  # what t2t-decoder --output_dir=avg reads
+    assert newest == os.path.join("avg", "ckpt-3")
+    assert 'model_checkpoint_path: "ckpt-3"' in (tmp_path / "avg" / "checkpoint").read_text()  # still movable
+    reader, two, three = (tf.train.load_checkpoint(path) for path in (newest, "train/ckpt-2", "train/ckpt-3"))
+    key = weight_keys("train/ckpt-3")[0]
+    np.testing.assert_allclose(reader.get_tensor(key), (two.get_tensor(key) + three.get_tensor(key)) / 2, rtol=1e-6)
+
+
 def test_avg_all_errors_name_the_flag(tmp_path):
     with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
         run_avg_all([f"--output_dir={tmp_path}"])

@@ -467,3 +467,15 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     info = checkpoints.read_problem_info(output_dir)
     assert info["vocab_size"] == TinyEnde().vocab_size(data_dir)
     checkpoints.load_model(output_dir, checkpoints.read_hparams(output_dir), info["vocab_size"])
+
+
+def test_a_run_in_a_directory_relative_to_the_cwd_resumes_its_own_checkpoints(reverse_data, tmp_path, monkeypatch):
+    """`--output_dir=run`, as a user types it: the second invocation resumes at step 4 and sets nothing aside."""
+    monkeypatch.chdir(tmp_path)
+    train(reverse_data, "run", train_steps=4)
+    lines = []
+    train(reverse_data, "run", train_steps=6, log=lines.append)
+    assert tf.train.latest_checkpoint("run").endswith("ckpt-6")
+    assert lines[0] == f"Restored {os.path.join('run', 'ckpt-4')} (step 4).", lines[:2]
+    assert not any("set_aside" in line or "Moved" in line for line in lines)
+    assert not os.path.exists(os.path.join("run", checkpoints.SET_ASIDE))
