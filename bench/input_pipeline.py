@@ -78,10 +78,11 @@ def main() -> None:
     problem = registry.problem(args.problem)
     with tempfile.TemporaryDirectory() as scratch:
         data_dir = args.data_dir or os.path.join(scratch, "data")
-        tmp_dir = os.path.join(scratch, "tmp")
-        os.makedirs(tmp_dir)
-        link_corpus(args.corpus_dir, tmp_dir)
-        datagen.generate(problem, data_dir, tmp_dir)
+        if not args.data_dir:  # reused data are read as they are (its raw files are not the corpus here)
+            tmp_dir = os.path.join(scratch, "tmp")
+            os.makedirs(tmp_dir)
+            link_corpus(args.corpus_dir, tmp_dir)
+            datagen.generate(problem, data_dir, tmp_dir)
         # One pass (repeat=False) in training order: shuffled, long examples dropped.
         dataset = batched_dataset(problem, args.mode, data_dir, hparams, repeat=False, seed=1)
         totals = measure(dataset)

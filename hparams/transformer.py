@@ -143,7 +143,8 @@ def transformer_multi30k_hour() -> HParams:
       (AVX-512 BF16) and 1.57× on an Intel Xeon with AMX, so the hour holds ~7,100 updates
       instead of ~4,800 (38.37 → 38.81 at P_drop 0.1). On a CPU without bfloat16 units (no
       `avx512_bf16`, `amx_bf16` or Arm `bf16` in /proc/cpuinfo; AMD Zen 3 measured 1.23× slower
-      than float32) override it with activation_dtype=float32, as bench/multi30k.sh's DTYPE=auto does.
+      than float32) override it with activation_dtype=float32 and xla_compile=true (XLA's float32 step
+      was 1.19× the plain one on Zen 3), as bench/multi30k.sh's DTYPE=auto and XLA=auto do.
     * layer_prepostprocess_dropout 0.2: 0.3 lowered dev perplexity below any 0.1 run but added only
       0.1 BLEU at the old learning rate (38.92); with the learning rate below, 0.2 gave 40.61
       against 39.85 for 0.3 (0.1 at this learning rate was not run).
