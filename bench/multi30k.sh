@@ -16,7 +16,8 @@
 # HPARAMS (overrides, "k=v,..."), DTYPE (the activation dtype; auto: bfloat16 where /proc/cpuinfo names
 # bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
 # float32), XLA (auto: xla_compile=true where the dtype is float32, since XLA's CPU backend computes
-# bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: the runs there; the whole script then takes about 51 minutes),
+# bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: the
+# runs there; the whole script then takes about 51 minutes),
 # TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),

@@ -103,7 +103,7 @@ def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: l
 
     def pad(batch):
         longer = tf.maximum(tf.shape(batch["inputs"])[1], tf.shape(batch["targets"])[1])
-        bucket = tf.minimum(tf.reduce_sum(tf.cast(longer > upper_bounds, tf.int32)), len(lengths) - 1)
+        bucket = tf.minimum(_bucket_of(longer, upper_bounds), len(lengths) - 1)  # training has no overflow
         length, rows = upper_bounds[bucket], rows_of_bucket[bucket]
         return {side: tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, length - tf.shape(ids)[1]]])
                 for side, ids in batch.items()}
@@ -138,6 +138,11 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the d
     return counted.filter(keep).map(lambda example, too_long, end, totals: example)
 
 
+def _bucket_of(length, upper_bounds):
+    """Index of the first bucket whose upper bound holds `length` (len(upper_bounds): none does)."""
+    return tf.reduce_sum(tf.cast(length > upper_bounds, tf.int32))
+
+
 def _strip_padding(ids):
     """ids up to their last non-zero id: trailing padding only, whatever ids sit in between."""
     positions = tf.range(1, tf.size(ids) + 1, dtype=tf.int32)
@@ -168,7 +173,7 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
     num_buckets = len(lengths) + 1  # the last one is the overflow bucket
 
     def side_bucket(length):
-        return tf.reduce_sum(tf.cast(length > upper_bounds, tf.int64))
+        return tf.cast(_bucket_of(length, upper_bounds), tf.int64)
 
     def pad_to_bucket(ids):
         """[batch, longest] -> [batch, smallest bucket length >= longest] (overflow: unchanged)."""
