@@ -18,7 +18,9 @@
 # float32), XLA (auto: xla_compile=true where the dtype is float32, since XLA's CPU backend computes
 # bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: the
 # runs there; the whole script then takes about 51 minutes),
-# TRAIN_STEPS (1000000: the time bound stops the run), SEED (1), AVG_N (5), SAVE_STEPS (250),
+# TRAIN_STEPS (1000000: the time bound stops the run; fit: as many as TRAIN_MINUTES holds, chosen from the
+# measured step time so that HPARAMS' learning_rate_decay_steps decay ends inside it, t2t-trainer's
+# --fit_train_steps_to_minutes), SEED (1), AVG_N (5), SAVE_STEPS (250),
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
@@ -51,6 +53,11 @@ if [ -e "$WORK" ]; then
 fi
 case "$VOCAB_SIZE" in *[!0-9]*|0*)
   echo "multi30k.sh: VOCAB_SIZE=$VOCAB_SIZE: give the vocabulary's size as a positive whole number, or leave it unset" >&2; exit 2;;
+esac
+steps_flags=(--train_steps="$TRAIN_STEPS") steps_why="at most $TRAIN_STEPS steps"
+case "$TRAIN_STEPS" in
+  fit) steps_flags=(--train_steps=1000000 --fit_train_steps_to_minutes) steps_why="steps fitted to the minutes";;
+  ''|*[!0-9]*|0*) echo "multi30k.sh: TRAIN_STEPS=$TRAIN_STEPS: give a positive whole number, or fit" >&2; exit 2;;
 esac
 case "$HPARAMS" in *activation_dtype=*)
   echo "multi30k.sh: HPARAMS sets activation_dtype; set DTYPE=bfloat16 or DTYPE=float32 instead" >&2; exit 2;;
@@ -103,7 +110,7 @@ phase() {  # phase NAME: print the seconds since the previous phase ended
   phase_started=$now
 }
 
-echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min, last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), xla_compile $XLA ($xla_why), ${PROBLEM[0]#--problem=} ($vocabulary)"
+echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_MINUTES min ($steps_why), last $AVG_N averaged, activation_dtype $DTYPE ($dtype_why), xla_compile $XLA ($xla_why), ${PROBLEM[0]#--problem=} ($vocabulary)"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
 ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"
@@ -111,7 +118,7 @@ ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WO
 phase datagen
 
 "$BIN/t2t-trainer" "${PROBLEM[@]}" --hparams_set="$HPARAMS_SET" --hparams="activation_dtype=$DTYPE,xla_compile=$XLA${HPARAMS:+,$HPARAMS}" \
-  --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" --train_steps="$TRAIN_STEPS" \
+  --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" "${steps_flags[@]}" \
   --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency=1000 \
   --eval_steps=0 --random_seed="$SEED" 2>&1 | tee "$WORK/train.log"
 phase training

@@ -37,7 +37,8 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
       warmup_steps: warmup_steps of eq. 3.
       learning_rate: constant multiplier on eq. 3 (1.0 = the paper).
       decay_steps: the linear decay's length in updates; 0 = eq. 3 alone (the paper).
-      train_steps: the update count at which the decay reaches zero (needed with decay_steps).
+      train_steps: the update count at which the decay reaches zero (needed with decay_steps); an
+        integer, or a variable holding one (`t2t_lite.run_length`: a count fitted to the clock).
 
     Example:
       schedule = NoamSchedule(512, 4000)
@@ -45,7 +46,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, hidden_size, warmup_steps, learning_rate=1.0, decay_steps=0, train_steps=0):
-        if decay_steps and train_steps <= 0:
+        if decay_steps and int(train_steps) <= 0:
             raise ValueError(f"learning_rate_decay_steps={decay_steps} decays toward train_steps, "
                              f"which must be positive (got {train_steps}).")
         self.hidden_size = hidden_size
@@ -63,7 +64,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
             * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
         )
         if self.decay_steps:
-            remaining = (float(self.train_steps) + 1.0 - step) / float(self.decay_steps)
+            remaining = (ops.cast(self.train_steps, "float32") + 1.0 - step) / float(self.decay_steps)
             rate = rate * ops.clip(remaining, 0.0, 1.0)
         return rate
 
@@ -73,7 +74,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "learning_rate": self.learning_rate,
             "decay_steps": self.decay_steps,
-            "train_steps": self.train_steps,
+            "train_steps": int(self.train_steps),
         }
 
 
@@ -86,11 +87,15 @@ def learning_rate_schedule(hparams, train_steps=0) -> NoamSchedule:
                         hparams.learning_rate_decay_steps, train_steps)
 
 
-def decay_note(hparams, train_steps, train_minutes=0):
+def decay_note(hparams, train_steps, train_minutes=0, fitted=False):
     """The trainer's log line saying where the optional linear decay runs; None when it is off."""
     decay = hparams.learning_rate_decay_steps
     if not decay:
         return None
+    if fitted:
+        return (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over the last {decay:,} "
+                f"steps (learning_rate_decay_steps={decay:,}) of as many as --train_minutes={train_minutes:g} holds "
+                f"(--fit_train_steps_to_minutes; at most {train_steps:,}).")
     note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over steps "
             f"{max(train_steps - decay + 1, 1):,}-{train_steps:,} (learning_rate_decay_steps={decay:,}).")
     if train_minutes:  # a time bound that comes first leaves the decay unfinished

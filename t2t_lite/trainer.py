@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite import (checkpoints, cpu_features, datagen, distribution, flops, input_pipeline, loss, replica_input,
-                      run_lock)
+                      run_length, run_lock)
 from t2t_lite.scalars import write_scalars
 from t2t_lite.schedule import adam_optimizer, decay_note, learning_rate_schedule
 
@@ -202,7 +202,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
                        local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
                        schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
                        summary_steps=100, model_name="transformer", save_checkpoints_secs=0, checkpoint_path=None,
-                       cluster_start_minutes=15.0, log=print) -> dict:
+                       cluster_start_minutes=15.0, fit_train_steps_to_minutes=False, log=print) -> dict:
     """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
 
     One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
@@ -213,7 +213,9 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
     (evaluate every `local_eval_frequency` steps and at the end). Training stops at
     `train_steps` or after `train_minutes` of wall-clock time (0 = no bound), with a final
-    checkpoint. Checkpoints are written every `save_checkpoints_steps` steps, or, when
+    checkpoint; `fit_train_steps_to_minutes` chooses the step count (at most `train_steps`) so
+    that the learning rate's linear decay ends within `train_minutes` (`t2t_lite.run_length`).
+    Checkpoints are written every `save_checkpoints_steps` steps, or, when
     `save_checkpoints_secs` > 0, every that many seconds instead (§6.1 averages checkpoints
     "written at 10-minute intervals": 600). TensorBoard scalars (loss, learning rate,
     tokens/s) are written every `summary_steps` steps. Returns the last evaluation's
@@ -226,6 +228,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
     distribution.check_clock_free(train_minutes, save_checkpoints_secs)
+    run_length.check_fit(fit_train_steps_to_minutes, train_minutes, hparams.learning_rate_decay_steps)
     if schedule != "train" and not datagen.complete_shards(data_dir, problem.base_name, "dev"):
         # Found now, not at the first evaluation hours into the run.
         raise ValueError(
@@ -250,7 +253,9 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
         with strategy.scope():
             model = checkpoints.build_model(hparams, vocab_size, model_name)
-            optimizer = adam_optimizer(hparams, train_steps)
+            run_steps = run_length.RunLength(train_steps, hparams.learning_rate_decay_steps, train_minutes,
+                                             fit_train_steps_to_minutes)
+            optimizer = adam_optimizer(hparams, train_steps if run_steps.variable is None else run_steps.variable)
             optimizer.build(model.trainable_variables)
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
@@ -267,6 +272,8 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
         if latest:
             log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
+            if writes_output_dir:
+                run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         elif schedule == "evaluate":
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
         checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
@@ -282,7 +289,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
         gpu = tf.config.list_physical_devices("GPU")
         for note in (None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
-                     decay_note(hparams, train_steps, train_minutes)):
+                     decay_note(hparams, train_steps, train_minutes, fit_train_steps_to_minutes)):
             if note:
                 log(note)
         if not latest:
@@ -292,7 +299,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         evaluating = schedule == "train_and_evaluate"
         saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
                                        last_time=time.time())
-        metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, train_steps,
+        metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, run_steps,
                               eval_steps, local_eval_frequency if evaluating else 0, saving,
                               summary_steps, train_minutes, vocab_size, log)
         if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
@@ -309,15 +316,16 @@ def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir,
     return metrics
 
 
-def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, train_steps, eval_steps,
+def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, run_steps, eval_steps,
                 eval_frequency, saving, summary_steps, train_minutes, vocab_size, log):
-    """Updates until train_steps (or train_minutes); a line and TensorBoard scalars every summary_steps."""
+    """Updates until run_steps.end (or train_minutes); a line and TensorBoard scalars every summary_steps."""
     optimizer = steps.optimizer
     step = start_step = saved_step = int(optimizer.iterations.numpy())
     writer = tf.summary.create_file_writer(output_dir)
     metrics, started = {}, time.time()
     window_start, window_tokens = started, 0.0
-    while step < train_steps:
+    run_steps.start_clock(step, started)
+    while step < run_steps.end:
         sums, length = _one_update(steps, batches, k)
         if step == start_step:
             log(f"Estimated {flops.flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
@@ -332,18 +340,20 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
                 f"clip_grad_norm (--hparams), then rerun to resume from it.")
         window_tokens += float(sums[2])
         out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
-        finished = step >= train_steps or out_of_time
+        if not out_of_time and (step % summary_steps == 0 or step == run_steps.decay_start):
+            run_steps.measure(step, time.time(), output_dir, log)  # also where a decay shorter than a line begins
+        finished = step >= run_steps.end or out_of_time
         if step % summary_steps == 0 or finished:
             now = time.time()
             # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
-            rate = learning_rate_schedule(hparams, train_steps)(step - 1)
+            rate = learning_rate_schedule(hparams, run_steps.end)(step - 1)
             values = {"loss": step_loss, "learning_rate": float(rate),
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
             write_scalars(writer, step, values)
-            remaining = (now - started) / max(step - start_step, 1) * (train_steps - step)
+            remaining = (now - started) / max(step - start_step, 1) * (run_steps.end - step)
             if train_minutes:  # whichever bound comes first
                 remaining = max(0.0, min(remaining, started + 60.0 * train_minutes - now))
-            log(f"step {step}/{train_steps}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
+            log(f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
                 f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
             window_start, window_tokens = now, 0.0
         # Saved after the step's scalars: a run killed in between redoes the step and logs it

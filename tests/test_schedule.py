@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from t2t_lite import registry, schedule
 
@@ -53,6 +54,17 @@ def test_linear_decay_needs_train_steps_and_keeps_its_config():
     lrate = schedule.NoamSchedule(256, 100, decay_steps=50, train_steps=300)
     again = schedule.NoamSchedule.from_config(lrate.get_config())
     assert float(again(280)) == float(lrate(280)) < float(schedule.NoamSchedule(256, 100)(280))
+
+
+def test_linear_decay_follows_a_train_steps_variable_inside_a_compiled_function():
+    # A run fitted to the clock (t2t_lite.run_length) moves train_steps while the step function stays traced.
+    train_steps = tf.Variable(1000, dtype=tf.int64, trainable=False)
+    lrate = schedule.NoamSchedule(256, 100, decay_steps=200, train_steps=train_steps)
+    rate_at = tf.function(lambda iterations: lrate(iterations), jit_compile=True)
+    np.testing.assert_allclose(float(rate_at(tf.constant(900))), 0.5 * eq3(901, 256, 100), rtol=1e-6)
+    train_steps.assign(950)
+    np.testing.assert_allclose(float(rate_at(tf.constant(900))), 0.25 * eq3(901, 256, 100), rtol=1e-6)
+    assert lrate.get_config()["train_steps"] == 950
 
 
 def test_adam_hparams_and_first_update_uses_step_one():

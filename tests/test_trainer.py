@@ -365,6 +365,35 @@ def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_u
     assert "Stopped after 10 minutes at step 6" in messages[-1]
 
 
+def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, tmp_path, hundred_seconds_per_update):
+    """100 s per update, 10 minutes less 2 % held back: the count is fitted to 5 updates, the decay of 3
+    ends on the 5th (1/3 of eq. 3) before the bound, and the weights equal those of --train_steps=5."""
+    overrides = SMALL + ",learning_rate_decay_steps=3"
+    fitted, lines = str(tmp_path / "fitted"), []
+    train(reverse_data, fitted, overrides=overrides, train_steps=100000, train_minutes=10,
+          fit_train_steps_to_minutes=True, log=lines.append)
+    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-5")
+    assert not any("Stopped after" in line for line in lines)
+    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in range(1, 6)}
+    factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 2 / 3, 5: 1 / 3}
+    assert logged_scalars(fitted, "learning_rate") == pytest.approx({s: eq3[s] * factor[s] for s in eq3}, rel=1e-6)
+    assert any("--train_steps=5 without --fit_train_steps_to_minutes" in line for line in lines), lines
+
+    replayed = str(tmp_path / "replayed")
+    train(reverse_data, replayed, overrides=overrides, train_steps=5)
+    for name, _ in tf.train.list_variables(replayed + "/ckpt-5"):
+        if name.startswith("model/"):
+            np.testing.assert_allclose(tf.train.load_variable(fitted + "/ckpt-5", name),
+                                       tf.train.load_variable(replayed + "/ckpt-5", name), rtol=1e-6, err_msg=name)
+
+    lines.clear()  # resumed with the same flags: the decay has ended, so has the run (not 4 updates more)
+    train(reverse_data, fitted, overrides=overrides, train_steps=100000, train_minutes=10,
+          fit_train_steps_to_minutes=True, log=lines.append)
+    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-5")
+    assert any("Resuming inside the decay fitted by an earlier process: the run ends at step 5" in line
+               for line in lines), lines
+
+
 def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, tmp_path):
     reference = str(tmp_path / "reference")
     train(reverse_data, reference)
@@ -428,6 +457,8 @@ def run_cli(argv):
       "--checkpoint_path=o/ckpt-5"], r"--checkpoint_path: o/ckpt-5: not a checkpoint \(no o/ckpt-5.index\)"),
     (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
       "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
+    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
+      "--fit_train_steps_to_minutes", "--train_minutes=5"], "--fit_train_steps_to_minutes.*learning_rate_decay_steps"),
 ])
 def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
     monkeypatch.chdir(tmp_path)

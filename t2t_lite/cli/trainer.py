@@ -30,6 +30,9 @@ absl_flags.DEFINE_bool("generate_data", False, "Generate the problem's data into
 absl_flags.DEFINE_integer("worker_gpu", 1, "Local GPUs to mirror the model on (MultiWorkerMirroredStrategy under TF_CONFIG).")
 absl_flags.DEFINE_integer("random_seed", 1, "Seed of weight initialisation, dropout and the data order.")
 absl_flags.DEFINE_float("train_minutes", 0.0, "Stop after about this many minutes with a final checkpoint; 0 = no bound.")
+absl_flags.DEFINE_bool("fit_train_steps_to_minutes", False, "Choose the step count (at most --train_steps) from the "
+                       "measured step time so that hparam learning_rate_decay_steps' decay ends within --train_minutes; "
+                       "the log names the count, which --train_steps replays on any host.")
 absl_flags.DEFINE_float("cluster_start_minutes", 15.0, "Under TF_CONFIG: stop if the workers have not all joined "
                         "within this many minutes, naming those waited for; 0 = wait for ever.")
 
@@ -78,7 +81,8 @@ def main(argv):
             schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
             train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
             save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path,
-            cluster_start_minutes=FLAGS.cluster_start_minutes)
+            cluster_start_minutes=FLAGS.cluster_start_minutes,
+            fit_train_steps_to_minutes=FLAGS.fit_train_steps_to_minutes)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:
