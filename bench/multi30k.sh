@@ -65,6 +65,14 @@ esac
 case "$HPARAMS" in *xla_compile=*)
   echo "multi30k.sh: HPARAMS sets xla_compile; set XLA=true or XLA=false instead" >&2; exit 2;;
 esac
+if [ "$TRAIN_STEPS" = fit ]; then  # found now, not after the vocabulary and the shards
+  awk "BEGIN { exit !($TRAIN_MINUTES > 0) }" || {
+    echo "multi30k.sh: TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0 (got $TRAIN_MINUTES)" >&2; exit 2; }
+  decay=$("$BIN/python" -c 'import sys; from t2t_lite import registry
+print(registry.hparams(sys.argv[1]).override(sys.argv[2]).learning_rate_decay_steps)' "$HPARAMS_SET" "$HPARAMS") || exit 2
+  [ "$decay" -gt 0 ] || {
+    echo "multi30k.sh: TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps in HPARAMS (e.g. learning_rate_decay_steps=2000; $HPARAMS_SET has none)" >&2; exit 2; }
+fi
 dtype_why="DTYPE=$DTYPE"
 if [ "$DTYPE" = auto ]; then
   DTYPE=$("$BIN/python" -m t2t_lite.cpu_features)

@@ -4,26 +4,33 @@ learning rate's linear decay (schedule.py) ends inside a time bound on a host of
 The decay falls to its end at `train_steps`. A run bounded by the clock that reaches the bound
 first stops with the rate still high, and which step count fits an hour depends on the CPU (a
 third as many updates on one host as on another, docs/results.md). With
-`--fit_train_steps_to_minutes` the trainer chooses `train_steps` from the time per update
-measured so far in this process:
+`--fit_train_steps_to_minutes` the trainer chooses `train_steps` from the time per update it
+measures in this process once the first tenth of the bound has passed (start-up and XLA's
+compilations of the first batch shapes, which would make the first updates look several times
+slower than the rest: 1.76 s against 0.7 s over Multi30k's first 100):
 
-    train_steps = step + ⌊(started + 60·train_minutes − reserve − now) / ((now − started) / (step − start_step))⌋
+    train_steps = step + ⌊(started + 60·train_minutes − reserve − now) / ((now − t₀) / (step − s₀))⌋
 
-with reserve = 2 % of the bound (the final checkpoint and evaluation), and never more than
---train_steps. It is re-estimated at every log line until the decay's first step, then fixed and
-written to `output_dir/fitted_train_steps.json`, so that a resumed run ends the decay it began.
-The average includes XLA's compilations and the evaluations, so it errs towards fewer updates.
+where (t₀, s₀) is the time and step at the first log line after that tenth, reserve = 2 % of the
+bound, and never more than --train_steps. It is re-estimated at every log line until the decay's
+first step, then fixed and written to `output_dir/fitted_train_steps.json`, so that a resumed run
+ends the decay it began. The evaluations fall inside the average, as they will in the time left.
 The log names the count chosen: `--train_steps=N` without the flag replays the run on any host.
 Not in tensor2tensor, whose runs were bounded by steps.
 """
 
 import json
 import os
+import time
 
 import tensorflow as tf
 
+from t2t_lite.checkpoints import SET_ASIDE
+from t2t_lite.schedule import decay_start
+
 PLAN_FILE = "fitted_train_steps.json"
-RESERVE = 0.02  # of the time bound, left for the last checkpoint and evaluation
+RESERVE = 0.02  # of the time bound: room for updates that grow slower after the count is fixed
+SETTLING = 0.1  # of the time bound, before the updates are timed: start-up and the first compilations
 
 
 def check_fit(fit: bool, train_minutes: float, decay_steps: int) -> None:
@@ -36,16 +43,16 @@ def check_fit(fit: bool, train_minutes: float, decay_steps: int) -> None:
 
 
 class RunLength:
-    """The update count a run ends at, shared with the learning-rate schedule.
+    """The update count a run ends at (`end`), shared with the learning-rate schedule when fitted.
 
     Args:
       train_steps: --train_steps: the run's length, or, when fitting, its upper bound.
-      decay_steps: hparams.learning_rate_decay_steps (0: no decay, nothing to fit).
+      decay_steps: hparams.learning_rate_decay_steps.
       train_minutes: --train_minutes (needed when fitting).
       fit: --fit_train_steps_to_minutes.
 
-    `variable` is what the schedule reads when there is a decay (None otherwise): create the
-    object under the distribution strategy's scope, before the optimizer.
+    When fitting, `variable` holds the count for the schedule to read (None otherwise): create
+    the object under the distribution strategy's scope, before the optimizer.
     """
 
     def __init__(self, train_steps: int, decay_steps: int, train_minutes: float = 0.0, fit: bool = False):
@@ -55,63 +62,75 @@ class RunLength:
         self.train_minutes = train_minutes
         self.fitting = fit
         self.end = train_steps
-        self.variable = tf.Variable(train_steps, dtype=tf.int64, trainable=False) if decay_steps else None
+        self.variable = tf.Variable(train_steps, dtype=tf.int64, trainable=False) if fit else None
         self.fixed = not fit  # True once the decay has begun: the count no longer moves
         self._planned = False  # whether a count has been fitted
-        self._clock = None  # (started, start_step) of this process's updates
+        self._started = None  # when this process's updates started
+        self._window = None  # (t₀, s₀): where the timed updates start, once SETTLING has passed
 
     @property
     def decay_start(self) -> int:
-        """The decay's first step (factor 1; the updates after it take less)."""
-        return max(self.end - self.decay_steps + 1, 1)
+        return decay_start(self.end, self.decay_steps)
 
     def resume(self, output_dir: str, step: int, log) -> None:
-        """Takes up the count an earlier process fixed, if the restored `step` is inside its decay."""
+        """Takes up the count an earlier process fixed if `step` (0: no checkpoint) is inside its decay."""
         path = os.path.join(output_dir, PLAN_FILE)
-        if not self.decay_steps or not tf.io.gfile.exists(path):
+        if not self.fitting or not tf.io.gfile.exists(path):
             return
         try:
             with tf.io.gfile.GFile(path) as plan:
                 fixed = int(json.load(plan)["train_steps"])
         except (ValueError, KeyError, TypeError, tf.errors.OpError) as error:
-            log(f"WARNING: {path} cannot be read ({error}); the run's length is fitted anew.")
+            self._set_aside(path, f"it cannot be read ({error})", log)
             return
-        if not self.fitting:
-            if fixed != self.limit:
-                log(f"Note: an earlier process fitted this run to {fixed:,} steps ({path}); this one ends its "
-                    f"decay at --train_steps={self.limit:,}.")
+        if step < decay_start(fixed, self.decay_steps):
+            # Kept, a plan for a decay not reached would be taken up by a later resume inside another one.
+            self._set_aside(path, f"step {step:,} comes before the decay it fixed ({fixed:,} steps)", log)
             return
-        if step >= fixed - self.decay_steps + 1:
-            self._set(fixed)
-            self.fixed = True
-            log(f"Resuming inside the decay fitted by an earlier process: the run ends at step {fixed:,} ({path}).")
-        else:
-            log(f"{path} fixed {fixed:,} steps, but step {step:,} comes before that decay: fitted anew.")
+        self._set(min(fixed, self.limit))
+        self.fixed = True
+        log(f"Resuming inside the decay fitted by an earlier process: the run ends at step {self.end:,} ({path}"
+            + (f"; --train_steps={self.limit:,} ends it before the {fixed:,} fitted)." if fixed > self.limit else ")."))
 
-    def start_clock(self, step: int, now: float) -> None:
+    def start_clock(self, now: float) -> None:
         """Marks the start of this process's updates (after any restore)."""
-        self._clock = (now, step)
+        self._started = now
 
     def measure(self, step: int, now: float, output_dir: str, log) -> None:
         """After update `step`: fits the count to the time left, until the decay has begun.
 
         The trainer calls it at each log line, and at the decay's first step, which fixes the count.
         """
-        started, start_step = self._clock
-        if self.fixed or step <= start_step:
+        bound = 60.0 * self.train_minutes
+        if self.fixed:
             return
-        per_step = (now - started) / (step - start_step)
+        if self._window is None:
+            if now - self._started >= SETTLING * bound:
+                self._window = (now, step)
+            return
+        timed_since, timed_from = self._window
+        if step <= timed_from:
+            return
+        per_step = max((now - timed_since) / (step - timed_from), 1e-9)
+        began = self.decay_start
         if not (self._planned and step >= self.decay_start):
-            seconds_left = started + 60.0 * self.train_minutes * (1.0 - RESERVE) - now
+            seconds_left = self._started + bound * (1.0 - RESERVE) - now
             fitted = min(self.limit, step + max(int(seconds_left / per_step), 0))
             if not self._planned:
                 log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
                     f"far, so it ends at step {fitted:,} (re-estimated until its decay begins).")
             self._set(fitted)
+            began = self.decay_start
+            if step > began:  # the time left holds less than the decay: it starts now, part-way
+                began = step
+                log(f"WARNING: --train_minutes={self.train_minutes:g} holds only {fitted - step:,} more updates, "
+                    f"fewer than learning_rate_decay_steps={self.decay_steps:,}: the decay starts now at "
+                    f"{(fitted - step) / self.decay_steps:.2f} of eq. 3 instead of falling from 1. Give more minutes "
+                    f"or a shorter decay.")
         if step >= self.decay_start:  # the decay has begun: moving its end now would jump the rate
             self.fixed = True
             self._write(output_dir, per_step)
-            log(f"The decay began at step {self.decay_start:,} and ends the run at step {self.end:,} "
+            log(f"The decay began at step {began:,} and ends the run at step {self.end:,} "
                 f"({per_step:.3g} s per update); --train_steps={self.end:,} without --fit_train_steps_to_minutes "
                 f"replays it on any host.")
 
@@ -127,3 +146,10 @@ class RunLength:
             json.dump({"train_steps": self.end, "learning_rate_decay_steps": self.decay_steps,
                        "seconds_per_update": round(per_step, 4), "train_minutes": self.train_minutes}, plan)
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+    @staticmethod
+    def _set_aside(path: str, reason: str, log) -> None:
+        destination = os.path.join(os.path.dirname(path), SET_ASIDE, time.strftime("%Y%m%d-%H%M%S"))
+        tf.io.gfile.makedirs(destination)
+        tf.io.gfile.rename(path, os.path.join(destination, PLAN_FILE), overwrite=True)
+        log(f"Moved {path} to {destination}, as {reason}; the run's length is fitted anew.")

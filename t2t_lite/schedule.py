@@ -46,7 +46,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, hidden_size, warmup_steps, learning_rate=1.0, decay_steps=0, train_steps=0):
-        if decay_steps and int(train_steps) <= 0:
+        if decay_steps and _count(train_steps) <= 0:
             raise ValueError(f"learning_rate_decay_steps={decay_steps} decays toward train_steps, "
                              f"which must be positive (got {train_steps}).")
         self.hidden_size = hidden_size
@@ -74,8 +74,18 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "learning_rate": self.learning_rate,
             "decay_steps": self.decay_steps,
-            "train_steps": int(self.train_steps),
+            "train_steps": _count(self.train_steps),
         }
+
+
+def _count(train_steps) -> int:
+    # A variable under a MirroredStrategy has no int(); reading it as a tensor works for every kind.
+    return int(train_steps) if isinstance(train_steps, int) else int(tf.convert_to_tensor(train_steps).numpy())
+
+
+def decay_start(train_steps: int, decay_steps: int) -> int:
+    """The linear decay's first step: the last update at factor 1, the updates after it take less."""
+    return max(train_steps - decay_steps + 1, 1)
 
 
 def learning_rate_schedule(hparams, train_steps=0) -> NoamSchedule:
@@ -97,7 +107,7 @@ def decay_note(hparams, train_steps, train_minutes=0, fitted=False):
                 f"steps (learning_rate_decay_steps={decay:,}) of as many as --train_minutes={train_minutes:g} holds "
                 f"(--fit_train_steps_to_minutes; at most {train_steps:,}).")
     note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over steps "
-            f"{max(train_steps - decay + 1, 1):,}-{train_steps:,} (learning_rate_decay_steps={decay:,}).")
+            f"{decay_start(train_steps, decay):,}-{train_steps:,} (learning_rate_decay_steps={decay:,}).")
     if train_minutes:  # a time bound that comes first leaves the decay unfinished
         note += (f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
                  f"the decay follows --train_steps, not the clock.")

@@ -272,10 +272,10 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
         if latest:
             log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
-            if writes_output_dir:
-                run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         elif schedule == "evaluate":
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
+        if writes_output_dir:
+            run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
 
         if schedule == "evaluate":
@@ -324,7 +324,7 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
     writer = tf.summary.create_file_writer(output_dir)
     metrics, started = {}, time.time()
     window_start, window_tokens = started, 0.0
-    run_steps.start_clock(step, started)
+    run_steps.start_clock(started)
     while step < run_steps.end:
         sums, length = _one_update(steps, batches, k)
         if step == start_step:

@@ -1,5 +1,6 @@
 """bench/multi30k.sh: raw text to a scored decode in one command, each phase timed; it never reuses a run."""
 
+import json
 import os
 import re
 import subprocess
@@ -76,23 +77,30 @@ def test_another_vocabulary_size_trains_through_a_registered_subclass(tmp_path):
 
 
 def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
-    """TRAIN_STEPS=fit: the trainer chooses the step count from the measured step time (its decay of 20
-    steps, shorter than the 100 between log lines, still fixes the count where it begins)."""
+    """TRAIN_STEPS=fit: the trainer chooses the step count from the measured step time; its decay of 20
+    steps, shorter than the 100 between log lines, still fixes the count where it begins."""
     corpus = write_corpus(tmp_path / "corpus")
     result = run(corpus, tmp_path / "run", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
                  "learning_rate_decay_steps=20", TRAIN_STEPS="fit", TRAIN_MINUTES="0.4", AVG_N="1",
                  DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "0.4 min (steps fitted to the minutes)" in result.stdout
-    fixed = re.search(r"ends the run at step ([\d,]+) .* --train_steps=([\d,]+) without --fit_train_steps_to_minutes",
-                      result.stdout)
-    assert fixed and fixed.group(1) == fixed.group(2), result.stdout[-3000:]
-    assert "Fitting the run to --train_minutes=0.4" in result.stdout
+    began = re.search(r"The decay began at step ([\d,]+) and ends the run at step ([\d,]+) ", result.stdout)
+    assert began, result.stdout[-3000:]
+    start, end = (int(group.replace(",", "")) for group in began.groups())
+    plan = json.loads((tmp_path / "run" / "train" / "fitted_train_steps.json").read_text())
+    assert plan["train_steps"] == end == start + 19
+    # The run ended by the count, or, if a late stall let the bound come first, inside the decay.
+    last = int(re.findall(r"^step (\d+)/", result.stdout, re.MULTILINE)[-1])
+    assert start <= last <= end and (last == end or "Stopped after 0.4 minutes" in result.stdout)
 
 
 @pytest.mark.parametrize("knobs, message", [
     ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
     ({"TRAIN_STEPS": "some"}, "TRAIN_STEPS=some: give a positive whole number, or fit"),
+    ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),
+    ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_steps=9", "TRAIN_MINUTES": "0"},
+     "TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0"),
     ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
     ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
     ({"XLA": "maybe"}, "XLA=maybe: use auto, true or false"),

@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Runs in a fresh process: the CPU must be split into two logical devices before TensorFlow starts.
 SCRIPT = r"""
-import json, sys
+import json, os, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -114,6 +114,11 @@ try:  # gradient clipping would clip each replica's share, not the global norm
     report["clip"] = "trained"
 except ValueError as error:
     report["clip"] = str(error)
+# The step count fitted to the clock: a variable the schedule reads, mirrored on both replicas.
+trainer.train_and_evaluate(problem, hparams.replace(learning_rate_decay_steps=2), data_dir, f"{output_dir}/fit",
+                           train_steps=3, schedule="train", worker_gpu=2, train_minutes=10,
+                           fit_train_steps_to_minutes=True, summary_steps=1, log=lambda message: None)
+report["fit"] = os.path.basename(tf.train.latest_checkpoint(f"{output_dir}/fit"))
 print("REPORT " + json.dumps(report))
 """
 
@@ -136,6 +141,7 @@ def test_two_replicas_match_one_device(reverse_data, tmp_path):
     # float16 on two replicas: replica 1's overflow skipped the step everywhere and halved the scale.
     assert report["float16"] == {"iterations": 0, "finite": True, "scale_ratio": 0.5}
     assert "clip_grad_norm=1.0 with 2 replicas" in report["clip"]
+    assert report["fit"] == "ckpt-3"  # at most --train_steps; 10 minutes hold more
 
 
 def test_worker_gpu_beyond_the_devices_names_the_flag():

@@ -8,43 +8,47 @@ from t2t_lite import run_length
 
 
 def fitted(train_steps=10**6, decay_steps=20, train_minutes=10.0):
-    """A fitting RunLength whose clock started at 0 s, step 0, and a list for the lines it logs."""
+    """A fitting RunLength whose updates started at 0 s, and a list for the lines it logs."""
     lines = []
     steps = run_length.RunLength(train_steps, decay_steps, train_minutes, fit=True)
-    steps.start_clock(0, 0.0)
+    steps.start_clock(0.0)
     return steps, lines
 
 
 def test_the_count_fills_the_bound_less_the_reserve_and_is_fixed_once_the_decay_begins(tmp_path):
     steps, lines = fitted()
     bound = 600 * (1 - run_length.RESERVE)  # 588 s of the 10 minutes
-    # (step, seconds since the start) -> the count: step + ⌊(588 − now) / (now / step)⌋, decay start = count − 19
-    for step, now, count in [(10, 100.0, 10 + int((bound - 100) / 10)),       # 10 s per update: 58
-                             (20, 250.0, 20 + int((bound - 250) / 12.5)),      # a slower stretch: 47
-                             (25, 280.0, 25 + int((bound - 280) / 11.2)),      # faster again: 52, decay from 33
-                             (35, 400.0, 52)]:  # the decay began at step 33, between measurements: 52 stays
+    # (step, seconds since the start) -> the count. Updates are timed from the first measurement after
+    # the settling tenth (60 s): step 10 at 100 s; then step + ⌊(588 − now) / (seconds per update since)⌋.
+    for step, now, count in [(5, 50.0, 10**6),   # settling: the first updates (start-up, compilations) are not timed
+                             (10, 100.0, 10**6),  # timed from here
+                             (20, 200.0, 20 + int((bound - 200) / 10)),    # 10 s per update: 58, decay from 39
+                             (30, 330.0, 30 + int((bound - 330) / 11.5)),  # a slower stretch: 52, decay from 33
+                             (32, 345.0, 32 + int((bound - 345) / (245 / 22))),  # 53, decay from 34
+                             (40, 420.0, 53)]:  # the decay began at step 34, between measurements: 53 stays
         steps.measure(step, now, str(tmp_path), lines.append)
         assert steps.end == count == int(steps.variable.numpy()), step
-    assert steps.fixed and steps.decay_start == 33
+    assert steps.fixed and steps.decay_start == 34
     steps.measure(50, 1000.0, str(tmp_path), lines.append)  # over time now: moving the end would jump the rate
-    assert steps.end == 52
-    assert json.loads((tmp_path / run_length.PLAN_FILE).read_text())["train_steps"] == 52
-    assert "ends at step 58" in lines[0] and "--train_steps=52 without --fit_train_steps_to_minutes" in lines[-1]
-    assert len(lines) == 2
+    assert steps.end == 53
+    assert json.loads((tmp_path / run_length.PLAN_FILE).read_text())["train_steps"] == 53
+    assert "ends at step 58" in lines[0]
+    assert "The decay began at step 34 and ends the run at step 53" in lines[-1]
+    assert "--train_steps=53 without --fit_train_steps_to_minutes" in lines[-1] and len(lines) == 2
 
 
 def test_the_count_never_exceeds_train_steps(tmp_path):
-    steps, lines = fitted(train_steps=30)
-    steps.measure(10, 10.0, str(tmp_path), lines.append)  # 1 s per update: 588 would fit
-    assert steps.end == 30 and not steps.fixed
+    steps, lines = fitted(train_steps=300)
+    steps.measure(60, 60.0, str(tmp_path), lines.append)
+    steps.measure(70, 70.0, str(tmp_path), lines.append)  # 1 s per update: 588 would fit
+    assert steps.end == 300 and not steps.fixed
 
 
 def test_without_fitting_the_count_is_train_steps_and_never_moves(tmp_path):
     steps = run_length.RunLength(500, 100)
-    steps.start_clock(0, 0.0)
+    steps.start_clock(0.0)
     steps.measure(10, 1000.0, str(tmp_path), print)
-    assert steps.end == 500 == int(steps.variable.numpy()) and steps.fixed
-    assert run_length.RunLength(500, 0).variable is None  # no decay: the schedule has nothing to read
+    assert steps.end == 500 and steps.fixed and steps.variable is None  # the schedule reads --train_steps
 
 
 @pytest.mark.parametrize("minutes, decay", [(0.0, 100), (10.0, 0)])
@@ -53,27 +57,47 @@ def test_fitting_needs_a_time_bound_and_a_decay(minutes, decay):
         run_length.RunLength(1000, decay, minutes, fit=True)
 
 
-@pytest.mark.parametrize("restored, taken_up", [(40, True), (33, True), (32, False)])
-def test_a_resumed_run_ends_the_decay_an_earlier_process_began(tmp_path, restored, taken_up):
-    (tmp_path / run_length.PLAN_FILE).write_text(json.dumps({"train_steps": 52}))
+def test_a_decay_longer_than_the_time_left_starts_at_once_with_a_warning(tmp_path):
+    steps, lines = fitted()
+    steps.measure(10, 100.0, str(tmp_path), lines.append)  # timed from here
+    steps.measure(20, 500.0, str(tmp_path), lines.append)  # 40 s per update: the 88 s left hold 2 updates
+    assert steps.end == 22 and steps.fixed
+    assert "holds only 2 more updates, fewer than learning_rate_decay_steps=20" in lines[1]
+    assert "starts now at 0.10 of eq. 3" in lines[1] and "The decay began at step 20 " in lines[2]
+
+
+def plan_in(directory, text):
+    (directory / run_length.PLAN_FILE).write_text(text)
+
+
+@pytest.mark.parametrize("restored", [40, 33])
+def test_a_resumed_run_ends_the_decay_an_earlier_process_began(tmp_path, restored):
+    plan_in(tmp_path, json.dumps({"train_steps": 52}))  # decay of 20: from step 33
     steps, lines = fitted()
     steps.resume(str(tmp_path), restored, lines.append)
-    assert (steps.end == 52 and steps.fixed) is taken_up
-    assert ("Resuming inside the decay" in lines[0]) is taken_up
+    assert steps.end == 52 == int(steps.variable.numpy()) and steps.fixed
+    assert "Resuming inside the decay fitted by an earlier process: the run ends at step 52" in lines[0]
 
 
-def test_a_damaged_plan_is_named_and_the_run_fitted_anew(tmp_path):
-    (tmp_path / run_length.PLAN_FILE).write_text('{"train_ste')
-    steps, lines = fitted()
+def test_a_lower_train_steps_on_resume_ends_the_run_there_and_says_so(tmp_path):
+    plan_in(tmp_path, json.dumps({"train_steps": 52}))
+    steps, lines = fitted(train_steps=45)
     steps.resume(str(tmp_path), 40, lines.append)
-    assert lines[0].startswith(f"WARNING: {tmp_path / run_length.PLAN_FILE} cannot be read")
-    assert not steps.fixed
-    steps.measure(41, 100.0, str(tmp_path), lines.append)
-    assert steps.end > 41
+    assert steps.end == 45 and "--train_steps=45 ends it before the 52 fitted" in lines[0]
 
 
-def test_a_run_resumed_without_fitting_says_which_count_it_follows(tmp_path):
-    (tmp_path / run_length.PLAN_FILE).write_text(json.dumps({"train_steps": 52}))
-    lines = []
-    run_length.RunLength(60, 20).resume(str(tmp_path), 40, lines.append)
-    assert "fitted this run to 52 steps" in lines[0] and "--train_steps=60" in lines[0]
+@pytest.mark.parametrize("text, restored, reason", [
+    (json.dumps({"train_steps": 52}), 32, "step 32 comes before the decay it fixed (52 steps)"),
+    (json.dumps({"train_steps": 52}), 0, "step 0 comes before the decay"),  # no checkpoint: a stale plan
+    ('{"train_ste', 40, "it cannot be read"),
+])
+def test_a_plan_not_taken_up_is_moved_aside_and_the_run_fitted_anew(tmp_path, text, restored, reason):
+    plan_in(tmp_path, text)
+    steps, lines = fitted()
+    steps.resume(str(tmp_path), restored, lines.append)
+    assert not steps.fixed and not (tmp_path / run_length.PLAN_FILE).exists()
+    assert [path.read_text() for path in tmp_path.glob(f"set_aside/*/{run_length.PLAN_FILE}")] == [text]
+    assert lines[0].startswith(f"Moved {tmp_path / run_length.PLAN_FILE} to ") and reason in lines[0]
+    steps.measure(restored + 60, 60.0, str(tmp_path), lines.append)
+    steps.measure(restored + 70, 70.0, str(tmp_path), lines.append)
+    assert steps.end > restored + 70

@@ -332,18 +332,23 @@ def test_evaluating_without_a_dev_split_stops_before_training(reverse_data, tmp_
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-2")
 
 
-@pytest.fixture
-def hundred_seconds_per_update(monkeypatch):
-    """The trainer's clock advances 100 s with each optimizer update."""
-    clock = [1000.0]
+def clock_per_update(monkeypatch, seconds):
+    """The trainer's clock advances seconds(n) with the n-th optimizer update, and stands still otherwise."""
+    clock, updates = [1000.0], [0]
     one_update = trainer._one_update
 
-    def slow_update(*args):
-        clock[0] += 100.0
+    def timed_update(*args):
+        updates[0] += 1
+        clock[0] += seconds(updates[0])
         return one_update(*args)
 
-    monkeypatch.setattr(trainer, "_one_update", slow_update)
+    monkeypatch.setattr(trainer, "_one_update", timed_update)
     monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+
+
+@pytest.fixture
+def hundred_seconds_per_update(monkeypatch):
+    clock_per_update(monkeypatch, lambda update: 100.0)
 
 
 def test_checkpoints_every_n_seconds_replace_the_step_interval(reverse_data, tmp_path, hundred_seconds_per_update):
@@ -365,32 +370,37 @@ def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_u
     assert "Stopped after 10 minutes at step 6" in messages[-1]
 
 
-def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, tmp_path, hundred_seconds_per_update):
-    """100 s per update, 10 minutes less 2 % held back: the count is fitted to 5 updates, the decay of 3
-    ends on the 5th (1/3 of eq. 3) before the bound, and the weights equal those of --train_steps=5."""
-    overrides = SMALL + ",learning_rate_decay_steps=3"
+def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, tmp_path, monkeypatch):
+    """20 minutes less 2 %, updates of 100 s, 60 s from the 3rd, 40 s from the 7th, a line every 2 steps:
+    the updates are timed from step 2 (the settling tenth, 120 s, has passed); the first estimate,
+    4 + ⌊(1,176 − 320) / 60⌋ = 18, grows as they speed up; the decay of 5 begins at step 19, between
+    two lines, which fixes the count at 23; the run ends there inside the bound, with the weights of
+    --train_steps=23, and a resumed run ends with it instead of fitting anew."""
+    clock_per_update(monkeypatch, lambda update: 100.0 if update <= 2 else 60.0 if update <= 6 else 40.0)
+    overrides = SMALL + ",learning_rate_decay_steps=5"
     fitted, lines = str(tmp_path / "fitted"), []
-    train(reverse_data, fitted, overrides=overrides, train_steps=100000, train_minutes=10,
-          fit_train_steps_to_minutes=True, log=lines.append)
-    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-5")
+    fitting = dict(overrides=overrides, train_steps=100000, train_minutes=20, fit_train_steps_to_minutes=True,
+                   summary_steps=2, save_checkpoints_steps=5)
+    train(reverse_data, fitted, log=lines.append, **fitting)
+    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
     assert not any("Stopped after" in line for line in lines)
-    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in range(1, 6)}
-    factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 2 / 3, 5: 1 / 3}
-    assert logged_scalars(fitted, "learning_rate") == pytest.approx({s: eq3[s] * factor[s] for s in eq3}, rel=1e-6)
-    assert any("--train_steps=5 without --fit_train_steps_to_minutes" in line for line in lines), lines
+    assert any(line.startswith("Fitting the run to --train_minutes=20") and "ends at step 18 " in line
+               for line in lines), lines
+    fixing = [i for i, line in enumerate(lines) if "The decay began at step 19 and ends the run at step 23" in line]
+    assert fixing and fixing[0] < next(i for i, line in enumerate(lines) if line.startswith("step 20/23 "))
 
     replayed = str(tmp_path / "replayed")
-    train(reverse_data, replayed, overrides=overrides, train_steps=5)
-    for name, _ in tf.train.list_variables(replayed + "/ckpt-5"):
-        if name.startswith("model/"):
-            np.testing.assert_allclose(tf.train.load_variable(fitted + "/ckpt-5", name),
-                                       tf.train.load_variable(replayed + "/ckpt-5", name), rtol=1e-6, err_msg=name)
+    train(reverse_data, replayed, overrides=overrides, train_steps=23, save_checkpoints_steps=5)
+    weights = [name for name, _ in tf.train.list_variables(replayed + "/ckpt-23") if name.startswith("model/")]
+    assert weights
+    for name in weights:
+        np.testing.assert_allclose(tf.train.load_variable(fitted + "/ckpt-23", name),
+                                   tf.train.load_variable(replayed + "/ckpt-23", name), rtol=1e-6, err_msg=name)
 
-    lines.clear()  # resumed with the same flags: the decay has ended, so has the run (not 4 updates more)
-    train(reverse_data, fitted, overrides=overrides, train_steps=100000, train_minutes=10,
-          fit_train_steps_to_minutes=True, log=lines.append)
-    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-5")
-    assert any("Resuming inside the decay fitted by an earlier process: the run ends at step 5" in line
+    lines.clear()
+    train(reverse_data, fitted, log=lines.append, **fitting)
+    assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
+    assert any("Resuming inside the decay fitted by an earlier process: the run ends at step 23" in line
                for line in lines), lines
 
 
