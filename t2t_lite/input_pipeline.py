@@ -29,6 +29,8 @@ import sys
 
 import tensorflow as tf
 
+from t2t_lite import seeded_shuffle
+
 SHUFFLE_BUFFER = 10000  # Examples in the training shuffle buffer (tensor2tensor's default order of magnitude).
 
 
@@ -78,7 +80,7 @@ def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=No
     if repeat:  # after the drop, so each pass counts its own
         dataset = dataset.repeat()
     if shuffle:
-        dataset = dataset.shuffle(SHUFFLE_BUFFER, seed=seed)
+        dataset = seeded_shuffle.shuffle(dataset, SHUFFLE_BUFFER, seed)
     lengths, batch_sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams, num_replicas)
     dataset = bucket_by_length(dataset, lengths, batch_sizes, num_replicas)
     if training and hparams.xla_compile:

@@ -19,7 +19,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import datagen, registry
+from t2t_lite import datagen, registry, seeded_shuffle
 from t2t_lite.vocabulary import Vocabulary, train_vocabulary
 
 MODES = datagen.SPLITS  # "train", "dev", "test"
@@ -110,7 +110,7 @@ class Problem(abc.ABC):
             shuffle_files = mode == "train"
         filenames = tf.data.Dataset.from_tensor_slices(files)
         if shuffle_files:
-            filenames = filenames.shuffle(len(files), seed=seed)
+            filenames = seeded_shuffle.shuffle(filenames, len(files), seed)
         records = filenames.interleave(
             tf.data.TFRecordDataset,
             cycle_length=min(len(files), 8) if shuffle_files else 1,

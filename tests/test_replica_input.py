@@ -7,6 +7,7 @@ import subprocess
 import sys
 import types
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -42,8 +43,14 @@ def hparams():
     return registry.hparams("transformer_tiny").override(SMALL)
 
 
-def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marked_data):
-    """With one replica, epoch e is batched_dataset(seed=random_seed + e) over all files, as before."""
+@pytest.mark.parametrize("global_seed", [0, 1])
+def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marked_data, global_seed):
+    """With one replica, epoch e is batched_dataset(seed=random_seed + e) over all files, as before.
+
+    Under any global seed: the trainer sets it from --random_seed, and with 0 TensorFlow's own
+    Dataset.shuffle cannot take the epoch's tensor seed (t2t_lite.seeded_shuffle).
+    """
+    keras.utils.set_random_seed(global_seed)
     problem = registry.problem("algorithmic_reverse")
     epochs = [list(input_pipeline.batched_dataset(problem, "train", marked_data, hparams(), shuffle=True, repeat=False,
                                                   seed=7 + epoch).as_numpy_iterator()) for epoch in (0, 1, 2)]
