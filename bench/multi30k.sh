@@ -68,8 +68,11 @@ esac
 if [ "$TRAIN_STEPS" = fit ]; then  # found now, not after the vocabulary and the shards
   awk "BEGIN { exit !($TRAIN_MINUTES > 0) }" || {
     echo "multi30k.sh: TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0 (got $TRAIN_MINUTES)" >&2; exit 2; }
+  # TensorFlow's start-up lines go with the answer into $decay; its last line is the answer or the error.
   decay=$("$BIN/python" -c 'import sys; from t2t_lite import registry
-print(registry.hparams(sys.argv[1]).override(sys.argv[2]).learning_rate_decay_steps)' "$HPARAMS_SET" "$HPARAMS") || exit 2
+print(registry.hparams(sys.argv[1]).override(sys.argv[2]).learning_rate_decay_steps)' "$HPARAMS_SET" "$HPARAMS" 2>&1) || {
+    echo "multi30k.sh: HPARAMS_SET=$HPARAMS_SET HPARAMS=$HPARAMS: $(tail -n 1 <<<"$decay")" >&2; exit 2; }
+  decay=$(tail -n 1 <<<"$decay")
   [ "$decay" -gt 0 ] || {
     echo "multi30k.sh: TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps in HPARAMS (e.g. learning_rate_decay_steps=2000; $HPARAMS_SET has none)" >&2; exit 2; }
 fi

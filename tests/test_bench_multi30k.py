@@ -101,6 +101,7 @@ def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
     ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),
     ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_steps=9", "TRAIN_MINUTES": "0"},
      "TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0"),
+    ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_step=9"}, "Unknown hparam 'learning_rate_decay_step'"),
     ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
     ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
     ({"XLA": "maybe"}, "XLA=maybe: use auto, true or false"),
