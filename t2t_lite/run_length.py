@@ -11,12 +11,16 @@ slower than the rest: 1.76 s against 0.7 s over Multi30k's first 100):
 
     train_steps = step + ⌊(started + 60·train_minutes − reserve − now) / ((now − t₀) / (step − s₀))⌋
 
-where (t₀, s₀) is the time and step at the first log line after that tenth, reserve = 2 % of the
-bound, and never more than --train_steps. It is re-estimated at every log line until the decay's
-first step, then fixed and written to `output_dir/fitted_train_steps.json`, so that a resumed run
-ends the decay it began. The evaluations fall inside the average, as they will in the time left.
-The log names the count chosen: `--train_steps=N` without the flag replays the run on any host.
-Not in tensor2tensor, whose runs were bounded by steps.
+where (t₀, s₀) is the time and step of the first update to end after that tenth, reserve = 2 % of
+the bound, and never more than --train_steps. The first estimate waits until the timed updates span
+a twentieth of the bound; it is re-estimated after every update until the decay's first step, then
+fixed and written to `output_dir/fitted_train_steps.json`, so that a resumed run ends the decay it
+began. (Measured at log lines only, a bound shorter than about two of them ran out before any fit:
+a 24-second run on a slow host logged at steps 100 and 176 and ended without its decay.) The
+evaluations fall inside the average, as they will in the time left. The log names the count
+chosen: `--train_steps=N` without the flag replays the run on any host; a run the clock stops
+before its fitted end says how far its decay got. Not in tensor2tensor, whose runs were bounded
+by steps.
 """
 
 import json
@@ -31,6 +35,7 @@ from t2t_lite.schedule import decay_start
 PLAN_FILE = "fitted_train_steps.json"
 RESERVE = 0.02  # of the time bound: room for updates that grow slower after the count is fixed
 SETTLING = 0.1  # of the time bound, before the updates are timed: start-up and the first compilations
+FIRST_ESTIMATE = 0.05  # of the time bound, timed before the first estimate: one update's time is noise
 
 
 def check_fit(fit: bool, train_minutes: float, decay_steps: int) -> None:
@@ -99,7 +104,7 @@ class RunLength:
     def measure(self, step: int, now: float, output_dir: str, log) -> None:
         """After update `step`: fits the count to the time left, until the decay has begun.
 
-        The trainer calls it at each log line, and at the decay's first step, which fixes the count.
+        The trainer calls it after every update; the decay's first step fixes the count.
         """
         bound = 60.0 * self.train_minutes
         if self.fixed:
@@ -109,7 +114,7 @@ class RunLength:
                 self._window = (now, step)
             return
         timed_since, timed_from = self._window
-        if step <= timed_from:
+        if step <= timed_from or (not self._planned and now - timed_since < FIRST_ESTIMATE * bound):
             return
         per_step = max((now - timed_since) / (step - timed_from), 1e-9)
         began = self.decay_start
@@ -134,10 +139,25 @@ class RunLength:
                 f"({per_step:.3g} s per update); --train_steps={self.end:,} without --fit_train_steps_to_minutes "
                 f"replays it on any host.")
 
+    def stopped_by_the_clock(self, step: int):
+        """What a fitted run stopped by --train_minutes at `step` left undone; None when nothing was."""
+        if not self.fitting or step >= self.end:
+            return None
+        if not self.fixed:
+            fitted = f"fitted to {self.end:,} steps" if self._planned else "not fitted yet"
+            return (f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, before the decay "
+                    f"began (the run was {fitted}): it ended at eq. 3's full rate. Give more minutes or a "
+                    f"shorter learning_rate_decay_steps.")
+        factor = (self.end + 1 - step) / self.decay_steps
+        return (f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,} of the {self.end:,} "
+                f"fitted, with the decay at {min(factor, 1.0):.2f} of eq. 3's rate instead of 1/{self.decay_steps:,}: "
+                f"updates grew slower than the {RESERVE:.0%} reserve allows after the count was fixed.")
+
     def _set(self, end: int) -> None:
         self._planned = True
-        self.end = end
-        self.variable.assign(end)
+        if end != self.end:
+            self.end = end
+            self.variable.assign(end)
 
     def _write(self, output_dir: str, per_step: float) -> None:
         # Written whole, then renamed: a process killed meanwhile leaves the old file or none.

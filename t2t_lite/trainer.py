@@ -340,8 +340,8 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
                 f"clip_grad_norm (--hparams), then rerun to resume from it.")
         window_tokens += float(sums[2])
         out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
-        if not out_of_time and (step % summary_steps == 0 or step == run_steps.decay_start):
-            run_steps.measure(step, time.time(), output_dir, log)  # also where a decay shorter than a line begins
+        if not out_of_time:
+            run_steps.measure(step, time.time(), output_dir, log)
         finished = step >= run_steps.end or out_of_time
         if step % summary_steps == 0 or finished:
             now = time.time()
@@ -366,6 +366,9 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
             metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
         if out_of_time:
             log(f"Stopped after {train_minutes:g} minutes at step {step}; saved {manager.latest_checkpoint}.")
+            undone = run_steps.stopped_by_the_clock(step)
+            if undone:
+                log(undone)
             break
     return metrics
 

@@ -37,11 +37,21 @@ def test_the_count_fills_the_bound_less_the_reserve_and_is_fixed_once_the_decay_
     assert "--train_steps=53 without --fit_train_steps_to_minutes" in lines[-1] and len(lines) == 2
 
 
+def test_the_first_estimate_waits_for_a_twentieth_of_the_bound_of_timed_updates(tmp_path):
+    steps, lines = fitted()
+    steps.measure(60, 60.0, str(tmp_path), lines.append)  # timed from here
+    steps.measure(61, 61.0, str(tmp_path), lines.append)  # one update timed: noise, not an estimate
+    steps.measure(80, 89.0, str(tmp_path), lines.append)  # 29 s timed: still less than 30 s (600 / 20)
+    assert steps.end == 10**6 and not lines
+    steps.measure(81, 90.0, str(tmp_path), lines.append)  # 30 s for 21 updates
+    assert steps.end == 81 + int((588 - 90) / (30 / 21)) and "ends at step 429 " in lines[0]
+
+
 def test_the_count_never_exceeds_train_steps(tmp_path):
     steps, lines = fitted(train_steps=300)
     steps.measure(60, 60.0, str(tmp_path), lines.append)
-    steps.measure(70, 70.0, str(tmp_path), lines.append)  # 1 s per update: 588 would fit
-    assert steps.end == 300 and not steps.fixed
+    steps.measure(100, 100.0, str(tmp_path), lines.append)  # 1 s per update: 588 would fit
+    assert steps.end == 300 and not steps.fixed and "ends at step 300 " in lines[0]
 
 
 def test_without_fitting_the_count_is_train_steps_and_never_moves(tmp_path):
@@ -99,5 +109,24 @@ def test_a_plan_not_taken_up_is_moved_aside_and_the_run_fitted_anew(tmp_path, te
     assert [path.read_text() for path in tmp_path.glob(f"set_aside/*/{run_length.PLAN_FILE}")] == [text]
     assert lines[0].startswith(f"Moved {tmp_path / run_length.PLAN_FILE} to ") and reason in lines[0]
     steps.measure(restored + 60, 60.0, str(tmp_path), lines.append)
-    steps.measure(restored + 70, 70.0, str(tmp_path), lines.append)
-    assert steps.end > restored + 70
+    steps.measure(restored + 100, 100.0, str(tmp_path), lines.append)
+    assert steps.end == restored + 100 + 488  # 1 s per update, 488 s left
+
+
+def test_a_run_the_clock_stops_says_how_far_its_decay_got(tmp_path):
+    steps, _ = fitted()
+    assert "ran out at step 5, before the decay began (the run was not fitted yet)" in steps.stopped_by_the_clock(5)
+    steps.measure(10, 100.0, str(tmp_path), print)
+    steps.measure(20, 200.0, str(tmp_path), print)  # 10 s per update: the run ends at 58, the decay from 39
+    assert "before the decay began (the run was fitted to 58 steps)" in steps.stopped_by_the_clock(30)
+    steps.measure(39, 390.0, str(tmp_path), print)  # the decay's first step fixes the count
+    assert steps.fixed and steps.end == 58
+    # Update 54 took (58 + 1 - 54) / 20 of eq. 3; the fitted run's last takes 1/20.
+    note = steps.stopped_by_the_clock(54)
+    assert "ran out at step 54 of the 58 fitted, with the decay at 0.25 of eq. 3's rate instead of 1/20" in note
+    assert steps.stopped_by_the_clock(58) is None
+
+
+def test_an_unfitted_run_stopped_by_the_clock_has_nothing_to_say():
+    steps = run_length.RunLength(500, 100)
+    assert steps.stopped_by_the_clock(10) is None

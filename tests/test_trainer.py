@@ -371,16 +371,17 @@ def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_u
 
 
 def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, tmp_path, monkeypatch):
-    """20 minutes less 2 %, updates of 100 s, 60 s from the 3rd, 40 s from the 7th, a line every 2 steps:
-    the updates are timed from step 2 (the settling tenth, 120 s, has passed); the first estimate,
-    4 + ⌊(1,176 − 320) / 60⌋ = 18, grows as they speed up; the decay of 5 begins at step 19, between
-    two lines, which fixes the count at 23; the run ends there inside the bound, with the weights of
-    --train_steps=23, and a resumed run ends with it instead of fitting anew."""
+    """20 minutes less 2 %, updates of 100 s, 60 s from the 3rd, 40 s from the 7th, a line every 10 steps:
+    the updates are timed from step 2 (the settling tenth, 120 s, has passed); the first estimate, once
+    they span a twentieth of the bound (60 s), at step 3: 3 + ⌊(1,176 − 260) / 60⌋ = 18, before any
+    line; it grows as they speed up; the decay of 5 begins at step 19, between two lines, which fixes
+    the count at 23; the run ends there inside the bound, with the weights of --train_steps=23, and a
+    resumed run ends with it instead of fitting anew."""
     clock_per_update(monkeypatch, lambda update: 100.0 if update <= 2 else 60.0 if update <= 6 else 40.0)
     overrides = SMALL + ",learning_rate_decay_steps=5"
     fitted, lines = str(tmp_path / "fitted"), []
     fitting = dict(overrides=overrides, train_steps=100000, train_minutes=20, fit_train_steps_to_minutes=True,
-                   summary_steps=2, save_checkpoints_steps=5)
+                   summary_steps=10, save_checkpoints_steps=5)
     train(reverse_data, fitted, log=lines.append, **fitting)
     assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
     assert not any("Stopped after" in line for line in lines)
@@ -388,6 +389,8 @@ def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, 
                for line in lines), lines
     fixing = [i for i, line in enumerate(lines) if "The decay began at step 19 and ends the run at step 23" in line]
     assert fixing and fixing[0] < next(i for i, line in enumerate(lines) if line.startswith("step 20/23 "))
+    assert lines.index(next(line for line in lines if line.startswith("Fitting"))) < next(
+        i for i, line in enumerate(lines) if line.startswith("step 10/"))
 
     replayed = str(tmp_path / "replayed")
     train(reverse_data, replayed, overrides=overrides, train_steps=23, save_checkpoints_steps=5)
@@ -402,6 +405,20 @@ def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, 
     assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
     assert any("Resuming inside the decay fitted by an earlier process: the run ends at step 23" in line
                for line in lines), lines
+
+
+def test_a_fitted_run_the_clock_stops_inside_its_decay_says_how_far_the_decay_got(reverse_data, tmp_path,
+                                                                                  monkeypatch):
+    """As above until the decay fixes the count at 23 (step 19, 960 s); then updates of 300 s: the
+    20th ends at 1,260 s, past the 1,200 s bound, having taken (23 + 1 − 20) / 5 of eq. 3."""
+    clock_per_update(monkeypatch, lambda update: (100.0 if update <= 2 else 60.0 if update <= 6 else
+                                                  40.0 if update <= 19 else 300.0))
+    lines = []
+    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",learning_rate_decay_steps=5", train_steps=100000,
+          train_minutes=20, fit_train_steps_to_minutes=True, summary_steps=10, log=lines.append)
+    assert "Stopped after 20 minutes at step 20" in lines[-2]
+    assert lines[-1].startswith("WARNING: --train_minutes=20 ran out at step 20 of the 23 fitted, with the decay "
+                                "at 0.80 of eq. 3's rate instead of 1/5"), lines[-2:]
 
 
 def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, tmp_path):
