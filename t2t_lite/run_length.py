@@ -21,6 +21,13 @@ evaluations fall inside the average, as they will in the time left. The log name
 chosen: `--train_steps=N` without the flag replays the run on any host; a run the clock stops
 before its fitted end says how far its decay got. Not in tensor2tensor, whose runs were bounded
 by steps.
+
+Any run bounded by the clock, fitted or not, is also checked against eq. 3's warm-up: once the
+first estimate exists, a bound that holds fewer updates than learning_rate_warmup_steps is warned
+of, because the run will stop with the rate still rising, at step/warmup_steps of the peak the
+hparams set was chosen with. (The one-command Multi30k recipe on an AMD Zen 1 host: about 1,630
+updates of a 2,000-step warm-up, 16.12 val BLEU against 39–40 on faster hosts; docs/results.md.)
+A shorter warm-up W with learning_rate × √(W / warmup_steps) keeps eq. 3's peak.
 """
 
 import json
@@ -55,12 +62,15 @@ class RunLength:
       decay_steps: hparams.learning_rate_decay_steps.
       train_minutes: --train_minutes (needed when fitting).
       fit: --fit_train_steps_to_minutes.
+      warmup_steps: hparams.learning_rate_warmup_steps, for the warning of a bound that ends the
+        run inside eq. 3's warm-up (0: no warning).
 
     When fitting, `variable` holds the count for the schedule to read (None otherwise): create
     the object under the distribution strategy's scope, before the optimizer.
     """
 
-    def __init__(self, train_steps: int, decay_steps: int, train_minutes: float = 0.0, fit: bool = False):
+    def __init__(self, train_steps: int, decay_steps: int, train_minutes: float = 0.0, fit: bool = False,
+                 warmup_steps: int = 0):
         check_fit(fit, train_minutes, decay_steps)
         self.limit = train_steps
         self.decay_steps = decay_steps
@@ -70,6 +80,8 @@ class RunLength:
         self.variable = tf.Variable(train_steps, dtype=tf.int64, trainable=False) if fit else None
         self.fixed = not fit  # True once the decay has begun: the count no longer moves
         self._planned = False  # whether a count has been fitted
+        self.warmup_steps = warmup_steps
+        self._estimated = False  # whether the timed updates span FIRST_ESTIMATE of the bound yet
         self._started = None  # when this process's updates started
         self._window = None  # (t₀, s₀): where the timed updates start, once SETTLING has passed
 
@@ -104,22 +116,31 @@ class RunLength:
     def measure(self, step: int, now: float, output_dir: str, log) -> None:
         """After update `step`: fits the count to the time left, until the decay has begun.
 
-        The trainer calls it after every update; the decay's first step fixes the count.
+        The trainer calls it after every update; the decay's first step fixes the count. The first
+        estimate also checks the bound against eq. 3's warm-up, fitted or not.
         """
         bound = 60.0 * self.train_minutes
-        if self.fixed:
+        if not bound or (self.fixed and self._estimated):
             return
         if self._window is None:
             if now - self._started >= SETTLING * bound:
                 self._window = (now, step)
             return
         timed_since, timed_from = self._window
-        if step <= timed_from or (not self._planned and now - timed_since < FIRST_ESTIMATE * bound):
+        if step <= timed_from or (not self._estimated and now - timed_since < FIRST_ESTIMATE * bound):
             return
         per_step = max((now - timed_since) / (step - timed_from), 1e-9)
+        first_estimate, self._estimated = not self._estimated, True
+        if not self.fixed:
+            self._fit(step, now, per_step, output_dir, log)
+        if first_estimate:
+            self._foresee_warmup(step, now, per_step, log)
+
+    def _fit(self, step: int, now: float, per_step: float, output_dir: str, log) -> None:
+        """Sets the count the time left holds at per_step; fixes it once the decay has begun."""
         began = self.decay_start
         if not (self._planned and step >= self.decay_start):
-            seconds_left = self._started + bound * (1.0 - RESERVE) - now
+            seconds_left = self._started + 60.0 * self.train_minutes * (1.0 - RESERVE) - now
             fitted = min(self.limit, step + max(int(seconds_left / per_step), 0))
             if not self._planned:
                 log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
@@ -139,19 +160,38 @@ class RunLength:
                 f"({per_step:.3g} s per update); --train_steps={self.end:,} without --fit_train_steps_to_minutes "
                 f"replays it on any host.")
 
-    def stopped_by_the_clock(self, step: int):
-        """What a fitted run stopped by --train_minutes at `step` left undone; None when nothing was."""
+    def _foresee_warmup(self, step: int, now: float, per_step: float, log) -> None:
+        """Warns when the clock, not --train_steps, will stop the run inside eq. 3's warm-up."""
+        seconds_left = self._started + 60.0 * self.train_minutes - now
+        holds = step + max(int(seconds_left / per_step), 0)
+        if holds < self.warmup_steps <= self.limit:  # a --train_steps inside the warm-up is the user's choice
+            log(f"WARNING: at {per_step:.3g} s per update --train_minutes={self.train_minutes:g} holds about "
+                f"{holds:,} updates, fewer than eq. 3's learning_rate_warmup_steps={self.warmup_steps:,}: the "
+                f"learning rate will never rise above {holds / self.warmup_steps:.2f} of the peak the hparams set "
+                f"was chosen with. Give more minutes, or a shorter warm-up W with learning_rate multiplied by "
+                f"sqrt(W/{self.warmup_steps:,}), which keeps eq. 3's peak (docs/results.md: the recipe on a "
+                f"slower CPU).")
+
+    def stopped_by_the_clock(self, step: int) -> list:
+        """The warnings for a run stopped by --train_minutes at `step`: what it left undone ([] if nothing)."""
+        undone = []
+        if step < self.warmup_steps <= self.limit:
+            undone.append(f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, inside eq. 3's "
+                          f"{self.warmup_steps:,}-step warm-up: the learning rate was still rising, at "
+                          f"{step / self.warmup_steps:.2f} of its peak.")
         if not self.fitting or step >= self.end:
-            return None
+            return undone
         if not self.fixed:
             fitted = f"fitted to {self.end:,} steps" if self._planned else "not fitted yet"
-            return (f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, before the decay "
-                    f"began (the run was {fitted}): it ended at eq. 3's full rate. Give more minutes or a "
-                    f"shorter learning_rate_decay_steps.")
+            return undone + [
+                f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, before the decay "
+                f"began (the run was {fitted}): it ended at eq. 3's full rate. Give more minutes or a "
+                f"shorter learning_rate_decay_steps."]
         factor = (self.end + 1 - step) / self.decay_steps
-        return (f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,} of the {self.end:,} "
-                f"fitted, with the decay at {min(factor, 1.0):.2f} of eq. 3's rate instead of 1/{self.decay_steps:,}: "
-                f"updates grew slower than the {RESERVE:.0%} reserve allows after the count was fixed.")
+        return undone + [
+            f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,} of the {self.end:,} "
+            f"fitted, with the decay at {min(factor, 1.0):.2f} of eq. 3's rate instead of 1/{self.decay_steps:,}: "
+            f"updates grew slower than the {RESERVE:.0%} reserve allows after the count was fixed."]
 
     def _set(self, end: int) -> None:
         self._planned = True

@@ -254,7 +254,7 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         with strategy.scope():
             model = checkpoints.build_model(hparams, vocab_size, model_name)
             run_steps = run_length.RunLength(train_steps, hparams.learning_rate_decay_steps, train_minutes,
-                                             fit_train_steps_to_minutes)
+                                             fit_train_steps_to_minutes, hparams.learning_rate_warmup_steps)
             optimizer = adam_optimizer(hparams, train_steps if run_steps.variable is None else run_steps.variable)
             optimizer.build(model.trainable_variables)
         cluster_started()
@@ -366,9 +366,8 @@ def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_d
             metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
         if out_of_time:
             log(f"Stopped after {train_minutes:g} minutes at step {step}; saved {manager.latest_checkpoint}.")
-            undone = run_steps.stopped_by_the_clock(step)
-            if undone:
-                log(undone)
+            for warning in run_steps.stopped_by_the_clock(step):
+                log(warning)
             break
     return metrics
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from t2t_lite import run_length
+from t2t_lite import run_length, schedule
 
 
 def fitted(train_steps=10**6, decay_steps=20, train_minutes=10.0):
@@ -113,20 +113,80 @@ def test_a_plan_not_taken_up_is_moved_aside_and_the_run_fitted_anew(tmp_path, te
     assert steps.end == restored + 100 + 488  # 1 s per update, 488 s left
 
 
+def said(warnings):
+    """The warnings of stopped_by_the_clock as one text."""
+    return " | ".join(warnings)
+
+
 def test_a_run_the_clock_stops_says_how_far_its_decay_got(tmp_path):
     steps, _ = fitted()
-    assert "ran out at step 5, before the decay began (the run was not fitted yet)" in steps.stopped_by_the_clock(5)
+    assert "ran out at step 5, before the decay began (the run was not fitted yet)" in said(steps.stopped_by_the_clock(5))
     steps.measure(10, 100.0, str(tmp_path), print)
     steps.measure(20, 200.0, str(tmp_path), print)  # 10 s per update: the run ends at 58, the decay from 39
-    assert "before the decay began (the run was fitted to 58 steps)" in steps.stopped_by_the_clock(30)
+    assert "before the decay began (the run was fitted to 58 steps)" in said(steps.stopped_by_the_clock(30))
     steps.measure(39, 390.0, str(tmp_path), print)  # the decay's first step fixes the count
     assert steps.fixed and steps.end == 58
     # Update 54 took (58 + 1 - 54) / 20 of eq. 3; the fitted run's last takes 1/20.
-    note = steps.stopped_by_the_clock(54)
+    [note] = steps.stopped_by_the_clock(54)
     assert "ran out at step 54 of the 58 fitted, with the decay at 0.25 of eq. 3's rate instead of 1/20" in note
-    assert steps.stopped_by_the_clock(58) is None
+    assert steps.stopped_by_the_clock(58) == []
 
 
-def test_an_unfitted_run_stopped_by_the_clock_has_nothing_to_say():
-    steps = run_length.RunLength(500, 100)
-    assert steps.stopped_by_the_clock(10) is None
+def test_an_unfitted_run_stopped_by_the_clock_past_its_warmup_has_nothing_to_say():
+    steps = run_length.RunLength(500, 100, 10.0, warmup_steps=8)
+    assert steps.stopped_by_the_clock(10) == []
+
+
+def unfitted(train_steps=10**6, warmup_steps=100, train_minutes=10.0):
+    """A RunLength bounded by the clock but not fitted (no decay), its updates started at 0 s."""
+    steps = run_length.RunLength(train_steps, 0, train_minutes, warmup_steps=warmup_steps)
+    steps.start_clock(0.0)
+    return steps
+
+
+def test_a_bound_that_ends_the_run_inside_the_warmup_is_warned_of_at_the_first_estimate(tmp_path):
+    steps, lines = unfitted(), []
+    steps.measure(6, 60.0, str(tmp_path), lines.append)  # the settling tenth has passed: timed from here
+    steps.measure(8, 80.0, str(tmp_path), lines.append)  # 20 s timed: less than a twentieth of the bound
+    assert not lines
+    # 10 s per update, 510 s left: 9 + 51 = 60 updates, and eq. 3 rises until step 100.
+    steps.measure(9, 90.0, str(tmp_path), lines.append)
+    [warning] = lines
+    assert warning.startswith("WARNING: at 10 s per update --train_minutes=10 holds about 60 updates, fewer "
+                              "than eq. 3's learning_rate_warmup_steps=100"), warning
+    assert "never rise above 0.60 of the peak" in warning and "sqrt(W/100)" in warning
+    steps.measure(20, 200.0, str(tmp_path), lines.append)  # said once
+    assert len(lines) == 1 and steps.end == 10**6  # an unfitted run's length does not move
+
+
+@pytest.mark.parametrize("train_steps, warmup_steps", [(10**6, 60), (80, 100)])
+def test_no_warning_when_the_bound_holds_the_warmup_or_train_steps_ends_inside_it(tmp_path, train_steps,
+                                                                                  warmup_steps):
+    """The bound holds 60 updates: a 60-step warm-up ends inside it; a --train_steps of 80 inside a
+    100-step warm-up is the user's choice (a smoke run), not the clock's doing."""
+    steps, lines = unfitted(train_steps, warmup_steps), []
+    for step, now in [(6, 60.0), (9, 90.0), (20, 200.0)]:
+        steps.measure(step, now, str(tmp_path), lines.append)
+    assert lines == []
+
+
+def test_a_run_the_clock_stops_inside_the_warmup_says_how_far_eq_3_rose():
+    steps = unfitted(warmup_steps=100)
+    [warning] = steps.stopped_by_the_clock(40)
+    # Eq. 3 rises linearly to its peak at step 100: update 40 took 40/100 of the peak.
+    noam = schedule.NoamSchedule(hidden_size=256, warmup_steps=100)
+    assert float(noam(39)) / float(noam(99)) == pytest.approx(0.40)
+    assert warning == ("WARNING: --train_minutes=10 ran out at step 40, inside eq. 3's 100-step warm-up: the "
+                       "learning rate was still rising, at 0.40 of its peak.")
+    assert steps.stopped_by_the_clock(100) == []
+
+
+def test_a_fitted_run_stopped_inside_the_warmup_gives_both_warnings(tmp_path):
+    steps = run_length.RunLength(10**6, 20, 10.0, fit=True, warmup_steps=100)
+    steps.start_clock(0.0)
+    lines = []
+    steps.measure(6, 60.0, str(tmp_path), lines.append)
+    steps.measure(9, 90.0, str(tmp_path), lines.append)  # fitted to 9 + 498 / 10 = 58 steps, inside the warm-up
+    assert "ends at step 58 " in lines[0] and "holds about 60 updates" in lines[1]
+    warmup, decay = steps.stopped_by_the_clock(30)
+    assert "inside eq. 3's 100-step warm-up" in warmup and "before the decay began" in decay
