@@ -84,5 +84,7 @@ Done.
 Next, a real corpus in one CPU-hour (docs/results.md, "Multi30k in one CPU-hour"): with Multi30k's
 train.en, train.de, val.en, val.de in one directory,
   CORPUS=<that directory> WORK=<a new directory> bash bench/multi30k.sh
-trains transformer_multi30k_hour for 50 minutes, averages, decodes val and scores it.
+trains transformer_multi30k_hour for 50 minutes, averages, decodes val and scores it. If t2t-trainer
+warns that the minutes end inside the warm-up (a slower CPU), run the schedule of docs/results.md,
+"The recipe on a slower CPU", instead.
 EOF
