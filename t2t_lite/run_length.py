@@ -140,8 +140,7 @@ class RunLength:
         """Sets the count the time left holds at per_step; fixes it once the decay has begun."""
         began = self.decay_start
         if not (self._planned and step >= self.decay_start):
-            seconds_left = self._started + 60.0 * self.train_minutes * (1.0 - RESERVE) - now
-            fitted = min(self.limit, step + max(int(seconds_left / per_step), 0))
+            fitted = min(self.limit, self._holds(step, now, per_step, RESERVE))
             if not self._planned:
                 log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
                     f"far, so it ends at step {fitted:,} (re-estimated until its decay begins).")
@@ -160,10 +159,14 @@ class RunLength:
                 f"({per_step:.3g} s per update); --train_steps={self.end:,} without --fit_train_steps_to_minutes "
                 f"replays it on any host.")
 
+    def _holds(self, step: int, now: float, per_step: float, reserve: float = 0.0) -> int:
+        """The step the run reaches when the bound, less `reserve` of it, runs out at per_step."""
+        seconds_left = self._started + 60.0 * self.train_minutes * (1.0 - reserve) - now
+        return step + max(int(seconds_left / per_step), 0)
+
     def _foresee_warmup(self, step: int, now: float, per_step: float, log) -> None:
         """Warns when the clock, not --train_steps, will stop the run inside eq. 3's warm-up."""
-        seconds_left = self._started + 60.0 * self.train_minutes - now
-        holds = step + max(int(seconds_left / per_step), 0)
+        holds = self._holds(step, now, per_step)
         if holds < self.warmup_steps <= self.limit:  # a --train_steps inside the warm-up is the user's choice
             log(f"WARNING: at {per_step:.3g} s per update --train_minutes={self.train_minutes:g} holds about "
                 f"{holds:,} updates, fewer than eq. 3's learning_rate_warmup_steps={self.warmup_steps:,}: the "
