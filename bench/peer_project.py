@@ -13,7 +13,7 @@ schema all come from the peers' own `peer_common.py` (found as ../shared/peers b
 checkout, or --peers_dir), so the figures sit beside theirs
 (`bench/compare_peers.py` runs everything; run_all.sh's `EXTRA=project=...` hook works too).
 What is timed is what a user gets:
-  * training: `trainer.StepFunctions.train_step` (forward, the label-smoothed loss of
+  * training: `train_step.StepFunctions.train_step` (forward, the label-smoothed loss of
     loss.py, backward, Adam on eq. 3 from schedule.py) on transformer_tiny / transformer_base
     with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
   * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
@@ -82,7 +82,7 @@ tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
 import t2t_lite  # noqa: E402
-from t2t_lite import checkpoints, decoding, export, flops, quantization, registry, trainer, vocabulary  # noqa: E402
+from t2t_lite import checkpoints, decoding, export, flops, quantization, registry, train_step, vocabulary  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
 
 import matmul_peak  # noqa: E402  (bench/, this script's folder)
@@ -118,7 +118,7 @@ def build(hparams, vocab_size, seed):
     model = checkpoints.build_model(hparams, vocab_size)
     optimizer = adam_optimizer(hparams)
     optimizer.build(model.trainable_variables)
-    return model, trainer.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
+    return model, train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
 
 
 def as_batch(source, targets):
@@ -138,7 +138,8 @@ def time_training(steps, hparams, cfg, seed):
     step_flops = flops.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
     result["flops_per_step"] = step_flops
     result["flops_per_s"] = pc.summary([step_flops / seconds for seconds in result["step_s"]["values"]], nd=0)
-    result["optimizer"] = "t2t_lite.trainer.StepFunctions.train_step (FusedAdam, eq. 3 schedule, hand-written loss gradient)"
+    result["optimizer"] = ("t2t_lite.train_step.StepFunctions.train_step (FusedAdam, eq. 3 schedule, "
+                           "hand-written loss gradient)")
     return result
 
 
@@ -193,7 +194,7 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
         sentences = micro_batch_tokens // cfg["tgt_len"]
         batch = as_batch(*(rng.integers(pc.FIRST_REAL_ID, cfg["vocab_size"], size=(sentences, cfg["tgt_len"]))
                            for _ in range(2)))
-        k = trainer.micro_batches_per_step(hparams, num_replicas=1)
+        k = train_step.micro_batches_per_step(hparams, num_replicas=1)
         if k > 1:
             steps.build_accumulators()
             for _ in range(2):  # the accumulators' size does not grow with k

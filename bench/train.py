@@ -20,7 +20,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from t2t_lite import checkpoints, flops, registry, trainer  # noqa: E402
+from t2t_lite import checkpoints, flops, registry, train_step  # noqa: E402
 from t2t_lite.schedule import adam_optimizer  # noqa: E402
 
 
@@ -29,7 +29,7 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     keras.utils.set_random_seed(0)
     model = checkpoints.build_model(hparams, vocab_size)
     optimizer = adam_optimizer(hparams)
-    step_functions = trainer.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
+    step_functions = train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
     sentences = max(1, batch_size // length)
     rng = np.random.default_rng(0)
     batch = {name: tf.constant(rng.integers(2, vocab_size, size=(sentences, length)), tf.int32)

@@ -2,7 +2,7 @@
 
 `--worker_gpu=N` (tensor2tensor's flag) mirrors the model on N local devices with
 `tf.distribute.MirroredStrategy`: each replica takes its share of the global batch and
-the gradients are summed across replicas before every update (see `trainer.StepFunctions`).
+the gradients are summed across replicas before every update (see `train_step.StepFunctions`).
 Beyond one machine, set `TF_CONFIG` (TensorFlow's standard cluster description) on every
 worker and `MultiWorkerMirroredStrategy` spans them all; `tf_configs` writes one per task
 (t2t-make-tf-configs, as tensor2tensor's tool).

@@ -26,7 +26,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 import numpy as np
-from t2t_lite import checkpoints, distribution, registry, replica_input, trainer
+from t2t_lite import checkpoints, distribution, registry, replica_input, train_step, trainer
 from t2t_lite.schedule import adam_optimizer
 
 data_dir, output_dir = sys.argv[1], sys.argv[2]
@@ -48,7 +48,7 @@ def losses(worker_gpu):
         model = checkpoints.build_model(hparams, problem.vocab_size(data_dir))
         optimizer = adam_optimizer(hparams)
         optimizer.build(model.trainable_variables)
-    steps = trainer.StepFunctions(model, optimizer, hparams, strategy)
+    steps = train_step.StepFunctions(model, optimizer, hparams, strategy)
     batches = iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensor_slices({name: tf.stack([b[name] for b in global_batches])
                                             for name in ("inputs", "targets")})))
@@ -70,7 +70,7 @@ replica_batches = replica_input.TrainingBatches(problem, data_dir, accumulated, 
 model = checkpoints.build_model(accumulated, problem.vocab_size(data_dir))
 optimizer = adam_optimizer(accumulated)
 optimizer.build(model.trainable_variables)
-steps = trainer.StepFunctions(model, optimizer, accumulated, tf.distribute.get_strategy())
+steps = train_step.StepFunctions(model, optimizer, accumulated, tf.distribute.get_strategy())
 steps.build_accumulators()
 def side_by_side(local):  # the replicas' batches as one, padded to the longer length
     def padded(ids, length):
