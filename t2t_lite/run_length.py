@@ -15,7 +15,11 @@ where (t₀, s₀) is the time and step of the first update to end after that te
 the bound, and never more than --train_steps. The first estimate waits until the timed updates span
 a twentieth of the bound; it is re-estimated after every update until the decay's first step, then
 fixed and written to `output_dir/fitted_train_steps.json`, so that a resumed run ends the decay it
-began. (Measured at log lines only, a bound shorter than about two of them ran out before any fit:
+began. A re-estimate can move the decay's first step behind the current one by a few updates (the
+seconds of an evaluation join the average at once: on an AMD Zen 1 host the evaluation at step
+1,000 took 4 of an 800-step decay); when the whole bound, reserve included, holds the decay from
+the current step, it starts there from 1; only a time left that cannot hold the decay starts it
+part-way, with a warning. (Measured at log lines only, a bound shorter than about two of them ran out before any fit:
 a 24-second run on a slow host logged at steps 100 and 176 and ended without its decay.) The
 evaluations fall inside the average, as they will in the time left. The log names the count
 chosen: `--train_steps=N` without the flag replays the run on any host; a run the clock stops
@@ -145,6 +149,11 @@ class RunLength:
                 log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
                     f"far, so it ends at step {fitted:,} (re-estimated until its decay begins).")
             self._set(fitted)
+            if step > self.decay_start and self._holds(step, now, per_step) >= step + self.decay_steps - 1 \
+                    and step + self.decay_steps - 1 <= self.limit:
+                # The estimate moved the decay's start behind this step (an evaluation's seconds join the
+                # average at once): the reserve holds the few updates, so the decay starts now from 1.
+                self._set(step + self.decay_steps - 1)
             began = self.decay_start
             if step > began:  # the time left holds less than the decay: it starts now, part-way
                 began = step

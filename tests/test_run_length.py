@@ -76,6 +76,29 @@ def test_a_decay_longer_than_the_time_left_starts_at_once_with_a_warning(tmp_pat
     assert "starts now at 0.10 of eq. 3" in lines[1] and "The decay began at step 20 " in lines[2]
 
 
+def test_a_decay_start_an_estimate_moves_behind_the_step_starts_from_1_when_the_reserve_holds_it(tmp_path):
+    steps, lines = fitted()
+    steps.measure(10, 100.0, str(tmp_path), lines.append)  # timed from here
+    steps.measure(37, 370.0, str(tmp_path), lines.append)  # 10 s per update: ends at 58, decay from 39
+    assert steps.end == 58 and steps.decay_start == 39 and not steps.fixed
+    # An evaluation's 15 s: 295 s / 28 updates; less the reserve the 193 s left hold 18 updates (decay from
+    # 37, behind step 38), the whole 205 s hold 19: the decay starts at step 38 from 1 and ends at 57.
+    steps.measure(38, 395.0, str(tmp_path), lines.append)
+    assert steps.fixed and steps.end == 57 and steps.decay_start == 38
+    assert not any("WARNING" in line for line in lines)
+    assert "The decay began at step 38 and ends the run at step 57" in lines[-1]
+
+
+def test_a_decay_start_moved_behind_the_step_further_than_the_reserve_holds_starts_part_way(tmp_path):
+    steps, lines = fitted()
+    steps.measure(10, 100.0, str(tmp_path), lines.append)
+    steps.measure(37, 370.0, str(tmp_path), lines.append)  # ends at 58, decay from 39
+    steps.measure(38, 420.0, str(tmp_path), lines.append)  # 320 s / 28: even the whole 180 s left hold only 15
+    assert steps.fixed and steps.end == 38 + int((588 - 420) / (320 / 28)) == 52
+    assert "holds only 14 more updates, fewer than learning_rate_decay_steps=20" in lines[-2]
+    assert "The decay began at step 38 and ends the run at step 52" in lines[-1]
+
+
 def plan_in(directory, text):
     (directory / run_length.PLAN_FILE).write_text(text)
 
