@@ -37,6 +37,9 @@ TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hid
 MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
 MULTI30K_HOUR = {**MULTI30K, "layer_prepostprocess_dropout": 0.2, "learning_rate": 1.0,
                  "learning_rate_warmup_steps": 2000, "activation_dtype": "bfloat16"}
+MULTI30K_HOUR_SLOW_CPU = {**MULTI30K_HOUR, "learning_rate": 0.7071, "learning_rate_warmup_steps": 1000,
+                          "learning_rate_decay_steps": 800, "norm_position": "pre", "activation_dtype": "float32",
+                          "xla_compile": True}
 
 
 def test_every_field_is_pinned():
@@ -80,11 +83,16 @@ def test_transformer_multi30k_hour():
     assert registry.hparams("transformer_multi30k_hour").values() == MULTI30K_HOUR
 
 
-@pytest.mark.parametrize("name, peak", [("transformer_multi30k", 9.9e-4), ("transformer_multi30k_hour", 1.4e-3)])
+def test_transformer_multi30k_hour_slow_cpu():
+    assert registry.hparams("transformer_multi30k_hour_slow_cpu").values() == MULTI30K_HOUR_SLOW_CPU
+
+
+@pytest.mark.parametrize("name, peak", [("transformer_multi30k", 9.9e-4), ("transformer_multi30k_hour", 1.4e-3),
+                                        ("transformer_multi30k_hour_slow_cpu", 1.4e-3)])
 def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):
     # Eq. 3 peaks at step = warm-up: multiplier · d_model^-0.5 · warm-up^-0.5.
     hp = registry.hparams(name)
-    rate = schedule.learning_rate_schedule(hp)
+    rate = schedule.learning_rate_schedule(hp, train_steps=10**6)  # a decay (slow_cpu's) far past these steps
     at_peak = float(rate(hp.learning_rate_warmup_steps - 1))  # Keras counts updates from 0
     assert at_peak == pytest.approx(hp.learning_rate * 256**-0.5 * hp.learning_rate_warmup_steps**-0.5, rel=1e-6)
     assert at_peak == pytest.approx(peak, rel=0.01)
