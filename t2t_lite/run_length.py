@@ -19,8 +19,9 @@ began. A re-estimate can move the decay's first step behind the current one by a
 seconds of an evaluation join the average at once: on an AMD Zen 1 host the evaluation at step
 1,000 took 4 of an 800-step decay); when the whole bound, reserve included, holds the decay from
 the current step, it starts there from 1; only a time left that cannot hold the decay starts it
-part-way, with a warning. (Measured at log lines only, a bound shorter than about two of them ran out before any fit:
-a 24-second run on a slow host logged at steps 100 and 176 and ended without its decay.) The
+part-way, with a warning. (Measured at log lines only, a bound shorter than about two of them ran
+out before any fit: a 24-second run on a slow host logged at steps 100 and 176 and ended without
+its decay.) The
 evaluations fall inside the average, as they will in the time left. The log names the count
 chosen: `--train_steps=N` without the flag replays the run on any host; a run the clock stops
 before its fitted end says how far its decay got. Not in tensor2tensor, whose runs were bounded
