@@ -146,15 +146,15 @@ class RunLength:
         began = self.decay_start
         if not (self._planned and step >= self.decay_start):
             fitted = min(self.limit, self._holds(step, now, per_step, RESERVE))
+            decay_from_now = step + self.decay_steps - 1  # the count whose decay begins at this step
+            if fitted < decay_from_now <= min(self.limit, self._holds(step, now, per_step)):
+                # The estimate moved the decay's start behind this step (an evaluation's seconds join the
+                # average at once): the reserve holds the few updates, so the decay starts now from 1.
+                fitted = decay_from_now
             if not self._planned:
                 log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
                     f"far, so it ends at step {fitted:,} (re-estimated until its decay begins).")
             self._set(fitted)
-            if step > self.decay_start and self._holds(step, now, per_step) >= step + self.decay_steps - 1 \
-                    and step + self.decay_steps - 1 <= self.limit:
-                # The estimate moved the decay's start behind this step (an evaluation's seconds join the
-                # average at once): the reserve holds the few updates, so the decay starts now from 1.
-                self._set(step + self.decay_steps - 1)
             began = self.decay_start
             if step > began:  # the time left holds less than the decay: it starts now, part-way
                 began = step
