@@ -58,9 +58,10 @@ def test_transformer_tiny_learns_algorithmic_reverse(full_reverse_data, tmp_path
     """
     hparams = registry.hparams("transformer_tiny").override(
         "learning_rate=0.5,learning_rate_warmup_steps=100,layer_prepostprocess_dropout=0")
+    steps = 600  # evaluated and saved once, at the end
     metrics = trainer.train_and_evaluate(
-        registry.problem("algorithmic_reverse"), hparams, full_reverse_data, str(tmp_path / "reverse"), train_steps=600,
-        eval_steps=0, local_eval_frequency=600, save_checkpoints_steps=600, random_seed=1, log=print)
+        registry.problem("algorithmic_reverse"), hparams, full_reverse_data, str(tmp_path / "reverse"), train_steps=steps,
+        eval_steps=0, local_eval_frequency=steps, save_checkpoints_steps=steps, random_seed=1, log=print)
     assert metrics["accuracy_per_sequence"] >= 0.9, metrics
     assert metrics["accuracy"] >= 0.98, metrics
 
