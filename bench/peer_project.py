@@ -257,7 +257,7 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize
     translate_ids appends EOS (21 ids), and a row may emit its input length + extra_length.
     """
     # max_input_length: the 21 ids it is given, so the XLA export compiles the buckets of length 16
-    # and 32 only (the default 256 adds 64, 128 and 256: minutes of tracing and GBs for shapes never used).
+    # and 24 only (the default 256 adds 32, 48, ... 256: minutes of tracing and GBs for shapes never used).
     settings = export.ExportHParams(beam_size=beam_size, alpha=cfg["beam_alpha"],
                                     extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
                                     max_input_length=cfg["decode_src_len"] + 1)

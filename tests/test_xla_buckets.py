@@ -8,18 +8,20 @@ import tensorflow as tf
 from t2t_lite import xla_buckets
 
 
-def test_length_buckets_double_from_16_and_end_at_max_input_length_rounded_up():
-    assert xla_buckets.length_buckets(256) == (16, 32, 64, 128, 256)
-    assert xla_buckets.length_buckets(100) == (16, 32, 64, 112)
+def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_rounded_up_to_8():
+    assert xla_buckets.length_buckets(256) == (16, 24, 32, 48, 64, 96, 128, 192, 256)
+    assert xla_buckets.length_buckets(100) == (16, 24, 32, 48, 64, 96, 104)
+    assert xla_buckets.length_buckets(21) == (16, 24)  # the peers' 20 ids + EOS: 3 padding positions, not 11
     assert xla_buckets.length_buckets(10) == (16,)
     assert xla_buckets.length_buckets(16) == (16,)
-    assert xla_buckets.length_buckets(17) == (16, 32)
+    assert xla_buckets.length_buckets(17) == (16, 24)
     for max_input_length in range(1, 600):
         buckets = xla_buckets.length_buckets(max_input_length)
-        assert buckets[-1] >= max_input_length and all(length % 16 == 0 for length in buckets)
-        # No bucket is more than half padding for the inputs it is chosen for.
-        assert all(later <= 2 * earlier for earlier, later in zip(buckets, buckets[1:]))
-    assert len(xla_buckets.bucket_shapes(256)) == 5 * len(xla_buckets.BATCH_BUCKETS)
+        assert buckets[-1] >= max_input_length and all(length % 8 == 0 for length in buckets)
+        assert list(buckets) == sorted(set(buckets)) and buckets[0] == 16
+        # Less than a third of a bucket is padding for the inputs it is chosen for (one past the bucket below).
+        assert all(3 * (later - earlier - 1) < later for earlier, later in zip(buckets, buckets[1:]))
+    assert len(xla_buckets.bucket_shapes(256)) == 9 * len(xla_buckets.BATCH_BUCKETS)
 
 
 def row_function(seen_shapes):
