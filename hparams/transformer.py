@@ -157,7 +157,9 @@ def transformer_multi30k_hour() -> HParams:
     over the last 2,000 of the updates that 55 minutes hold, last checkpoint; seed 1 without either
     scored 39.22, and a second seed 37.81): ε_ls 0.2 gave 37.71, attention and ReLU dropout 0.1 36.29.
     On an Intel Xeon with AMX (bfloat16, the same decay fitted to 57 minutes: 9,624 updates) the set scored
-    39.79, and 39.55 with P_drop 0.3: more updates than the Zen 4's 7,257 did not add BLEU.
+    39.79, and 39.55 with P_drop 0.3: more updates than the Zen 4's 7,257 did not add BLEU; with attention
+    and ReLU dropout 0.1 (the best of a GPU screen at that update count) 40.00 and 40.53 (seeds 1, 2) in
+    7,392 and 7,808 slower updates: +0.48 on the mean, one seed spread; not taken, as 41 is not reached.
 
     On a CPU whose hour holds fewer updates than the 2,000-step warm-up (AMD Zen 1: about 1,630;
     t2t-trainer warns of it), the schedule is what fails, not the model: the set as is scored 19.41
