@@ -160,10 +160,10 @@ def transformer_multi30k_hour() -> HParams:
     39.79, and 39.55 with P_drop 0.3: more updates than the Zen 4's 7,257 did not add BLEU; with attention
     and ReLU dropout 0.1 (the best of a GPU screen at that update count) 40.00 and 40.53 (seeds 1, 2) in
     7,392 and 7,808 slower updates: +0.48 on the mean, one seed spread; not taken, as 41 is not reached.
-    On an AMD EPYC without AVX-512 (float32 with XLA, the decay fitted to 57 minutes) d_model 192 with d_ff 768,
-    1,000 warm-up steps and that decay (the best of a GPU screen at that host's update count) scored 39.43 in
-    5,841 updates, and with pre-LN 39.80 and 38.76 (seeds 1, 2): within the set's own decay runs on the Zen 3
-    host, so not taken.
+    On an AMD EPYC without AVX-512 (float32 with XLA) d_model 192 with d_ff 768, 1,000 warm-up steps and that
+    decay (the best of a GPU screen at that host's update count) scored 39.43 in the 5,841 updates fitted to 57
+    minutes, and with pre-LN, replaying that count, 39.80 and 38.76 (seeds 1, 2): within the set's own decay runs
+    on the Zen 3 host, so not taken.
 
     On a CPU whose hour holds fewer updates than the 2,000-step warm-up (AMD Zen 1: about 1,630;
     t2t-trainer warns of it), the schedule is what fails, not the model: the set as is scored 19.41
