@@ -164,7 +164,7 @@ def transformer_multi30k_hour() -> HParams:
     decay (the best of a GPU screen at that host's update count) scored 39.43 in the 5,841 updates fitted to 57
     minutes, and with pre-LN, replaying that count, 39.80 and 38.76 (seeds 1, 2): within the set's own decay runs
     on the Zen 3 host, so not taken; with 16,000 pieces (a 1.2× slower step: 4,904 updates) 38.79, and with 3,072-token
-    batches (no more tokens a second on that CPU: 4,074 updates) 38.12.
+    batches (about as many tokens in the hour: 4,074 updates) 38.12.
 
     On a CPU whose hour holds fewer updates than the 2,000-step warm-up (AMD Zen 1: about 1,630;
     t2t-trainer warns of it), the schedule is what fails, not the model: the set as is scored 19.41
