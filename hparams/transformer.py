@@ -163,8 +163,10 @@ def transformer_multi30k_hour() -> HParams:
     On an AMD EPYC without AVX-512 (float32 with XLA) d_model 192 with d_ff 768, 1,000 warm-up steps and that
     decay (the best of a GPU screen at that host's update count) scored 39.43 in the 5,841 updates fitted to 57
     minutes, and with pre-LN, replaying that count, 39.80 and 38.76 (seeds 1, 2): within the set's own decay runs
-    on the Zen 3 host, so not taken; with 16,000 pieces (a 1.2× slower step: 4,904 updates) 38.79, and with 3,072-token
-    batches (about as many tokens in the hour: 4,074 updates) 38.12.
+    on the Zen 3 host, so not taken; with 16,000 pieces (a 1.2× slower step: 4,904 updates) 38.79, with 3,072-token
+    batches (about as many tokens in the hour: 4,074 updates) 38.12, and with 1,536-token batches (7,001 updates, 0.9× the
+    tokens) 38.25. On a GPU screen at that host's counts, 4 encoder and 2 decoder layers lost 2.1 and Adam's β2 0.997
+    changed nothing.
 
     On a CPU whose hour holds fewer updates than the 2,000-step warm-up (AMD Zen 1: about 1,630;
     t2t-trainer warns of it), the schedule is what fails, not the model: the set as is scored 19.41
