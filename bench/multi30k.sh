@@ -14,7 +14,8 @@
 # Knobs (environment): WORK (default ./multi30k-$TARGET-run; must not hold a run already),
 # HPARAMS_SET (transformer_multi30k_hour: the settings chosen by the runs in docs/results.md; on a CPU whose
 # hour ends inside that set's warm-up, as t2t-trainer warns, transformer_multi30k_hour_slow_cpu with
-# TRAIN_STEPS=fit TRAIN_MINUTES=55 AVG_N=1),
+# TRAIN_STEPS=fit TRAIN_MINUTES=55 AVG_N=1; on a CPU without bfloat16 units whose hour holds only ~3,300 of its
+# updates, transformer_multi30k_hour_float32 with TRAIN_STEPS=fit TRAIN_MINUTES=57 AVG_N=1),
 # HPARAMS (overrides, "k=v,..."), DTYPE (the activation dtype; auto: bfloat16 where /proc/cpuinfo names
 # bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
 # float32), XLA (auto: xla_compile=true where the dtype is float32, since XLA's CPU backend computes

@@ -37,6 +37,8 @@ TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hid
 MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
 MULTI30K_HOUR = {**MULTI30K, "layer_prepostprocess_dropout": 0.2, "learning_rate": 1.0,
                  "learning_rate_warmup_steps": 2000, "activation_dtype": "bfloat16"}
+MULTI30K_HOUR_FLOAT32 = {**MULTI30K_HOUR, "hidden_size": 192, "filter_size": 768, "learning_rate_warmup_steps": 1000,
+                         "learning_rate_decay_steps": 2000, "activation_dtype": "float32", "xla_compile": True}
 MULTI30K_HOUR_SLOW_CPU = {**MULTI30K_HOUR, "learning_rate": 0.7071, "learning_rate_warmup_steps": 1000,
                           "learning_rate_decay_steps": 800, "norm_position": "pre", "activation_dtype": "float32",
                           "xla_compile": True}
@@ -83,18 +85,26 @@ def test_transformer_multi30k_hour():
     assert registry.hparams("transformer_multi30k_hour").values() == MULTI30K_HOUR
 
 
+def test_transformer_multi30k_hour_float32():
+    assert registry.hparams("transformer_multi30k_hour_float32").values() == MULTI30K_HOUR_FLOAT32
+    hp = registry.hparams("transformer_multi30k_hour_float32")
+    assert (hp.num_heads, hp.key_channels // hp.num_heads) == (4, 48)  # h kept, so d_k shrinks with d_model
+
+
 def test_transformer_multi30k_hour_slow_cpu():
     assert registry.hparams("transformer_multi30k_hour_slow_cpu").values() == MULTI30K_HOUR_SLOW_CPU
 
 
 @pytest.mark.parametrize("name, peak", [("transformer_multi30k", 9.9e-4), ("transformer_multi30k_hour", 1.4e-3),
-                                        ("transformer_multi30k_hour_slow_cpu", 1.4e-3)])
+                                        ("transformer_multi30k_hour_slow_cpu", 1.4e-3),
+                                        ("transformer_multi30k_hour_float32", 2.3e-3)])
 def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):
     # Eq. 3 peaks at step = warm-up: multiplier · d_model^-0.5 · warm-up^-0.5.
     hp = registry.hparams(name)
-    rate = schedule.learning_rate_schedule(hp, train_steps=10**6)  # a decay (slow_cpu's) far past these steps
+    rate = schedule.learning_rate_schedule(hp, train_steps=10**6)  # a decay far past these steps
     at_peak = float(rate(hp.learning_rate_warmup_steps - 1))  # Keras counts updates from 0
-    assert at_peak == pytest.approx(hp.learning_rate * 256**-0.5 * hp.learning_rate_warmup_steps**-0.5, rel=1e-6)
+    expected = hp.learning_rate * hp.hidden_size**-0.5 * hp.learning_rate_warmup_steps**-0.5
+    assert at_peak == pytest.approx(expected, rel=1e-6)
     assert at_peak == pytest.approx(peak, rel=0.01)
     assert float(rate(hp.learning_rate_warmup_steps + 999)) < at_peak > float(rate(hp.learning_rate_warmup_steps // 2))
 
