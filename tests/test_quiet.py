@@ -149,7 +149,7 @@ def test_the_filter_loses_nothing_however_the_tool_ends(tmp_path, ending, return
 def test_an_unfinished_line_shows_and_ctrl_c_leaves_the_filter_running(tmp_path):
     command, environment = fake_tool(tmp_path)
     # As at a terminal, Ctrl-C's SIGINT reaches the tool at its default disposition, whatever this test runs under
-    # (a shell's background job, nohup and CI runners start it ignored, and a child would inherit that).
+    # (a non-interactive shell starts its background jobs with SIGINT ignored, and a child would inherit that).
     process = subprocess.Popen([*command, "progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
                                start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen, progress = b"", b""
