@@ -26,6 +26,9 @@
 # --fit_train_steps_to_minutes), SEED (1), AVG_N (5), SAVE_STEPS (250),
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
+# BPE_DROPOUT (unset: deterministic BPE; a probability p writes the training split as BPE_DROPOUT_COPIES (16)
+# BPE-dropout segmentations of each pair, t2t_lite/bpe_dropout.py, through the same registered problem, whose
+# name then ends in _bpe_dropout),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
 # averaging another number of them can be tried afterwards. Each phase prints its wall-clock
 # seconds and the total, so the one-hour budget can be checked from the log.
@@ -45,6 +48,8 @@ AVG_N=${AVG_N:-5}
 SAVE_STEPS=${SAVE_STEPS:-250}
 DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=64,xla=true}
 VOCAB_SIZE=${VOCAB_SIZE:-}
+BPE_DROPOUT=${BPE_DROPOUT:-}
+BPE_DROPOUT_COPIES=${BPE_DROPOUT_COPIES:-16}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
 
 for name in train.en "train.$TARGET" val.en "val.$TARGET"; do
@@ -56,6 +61,12 @@ if [ -e "$WORK" ]; then
 fi
 case "$VOCAB_SIZE" in *[!0-9]*|0*)
   echo "multi30k.sh: VOCAB_SIZE=$VOCAB_SIZE: give the vocabulary's size as a positive whole number, or leave it unset" >&2; exit 2;;
+esac
+case "$BPE_DROPOUT" in ''|0.[0-9]*) ;;
+  *) echo "multi30k.sh: BPE_DROPOUT=$BPE_DROPOUT: give the probability of skipping a merge as 0.N (e.g. 0.1), or leave it unset" >&2; exit 2;;
+esac
+case "$BPE_DROPOUT_COPIES" in *[!0-9]*|0*|'')
+  echo "multi30k.sh: BPE_DROPOUT_COPIES=$BPE_DROPOUT_COPIES: give the number of segmented copies as a positive whole number" >&2; exit 2;;
 esac
 steps_flags=(--train_steps="$TRAIN_STEPS") steps_why="at most $TRAIN_STEPS steps"
 case "$TRAIN_STEPS" in
@@ -99,21 +110,24 @@ CORPUS=$(cd "$CORPUS" && pwd)
 mkdir -p "$WORK/tmp"
 WORK=$(cd "$WORK" && pwd)
 PROBLEM=(--problem=translate_files) vocabulary="translate_files' own vocabulary size"
-if [ -n "$VOCAB_SIZE" ]; then  # the size is a property of the problem, as in tensor2tensor: a subclass
-  mkdir -p "$WORK/usr/multi30k_vocab"
-  cat > "$WORK/usr/multi30k_vocab/__init__.py" <<EOF
+if [ -n "$VOCAB_SIZE$BPE_DROPOUT" ]; then  # both are properties of the problem, as in tensor2tensor: a subclass
+  name=translate_files${VOCAB_SIZE:+_vocab$VOCAB_SIZE}${BPE_DROPOUT:+_bpe_dropout}
+  mkdir -p "$WORK/usr/multi30k_problem"
+  cat > "$WORK/usr/multi30k_problem/__init__.py" <<EOF
 from t2t_lite.problems.translate_files import TranslateFiles
 from t2t_lite.registry import register_problem
 
 
-@register_problem(name="translate_files_vocab$VOCAB_SIZE")
-class TranslateFilesVocab(TranslateFiles):
-    """translate_files with a $VOCAB_SIZE-piece shared vocabulary (bench/multi30k.sh VOCAB_SIZE)."""
+@register_problem(name="$name")
+class TranslateFilesVariant(TranslateFiles):
+    """translate_files as bench/multi30k.sh's VOCAB_SIZE=$VOCAB_SIZE BPE_DROPOUT=$BPE_DROPOUT set it."""
 
-    approx_vocab_size = $VOCAB_SIZE
+    approx_vocab_size = ${VOCAB_SIZE:-TranslateFiles.approx_vocab_size}
+    bpe_dropout = ${BPE_DROPOUT:-0.0}
+    bpe_dropout_copies = $BPE_DROPOUT_COPIES
 EOF
-  PROBLEM=(--problem="translate_files_vocab$VOCAB_SIZE" --t2t_usr_dir="$WORK/usr/multi30k_vocab")
-  vocabulary="$VOCAB_SIZE-piece vocabulary"
+  PROBLEM=(--problem="$name" --t2t_usr_dir="$WORK/usr/multi30k_problem")
+  vocabulary="${VOCAB_SIZE:-translate_files' own}${VOCAB_SIZE:+-piece} vocabulary${BPE_DROPOUT:+, BPE-dropout p=$BPE_DROPOUT on the training pairs, $BPE_DROPOUT_COPIES copies}"
 fi
 
 started=$(date +%s)

@@ -62,6 +62,7 @@ class DatagenReport:
     dropped: dict = dataclasses.field(default_factory=dict)  # split -> Counter of reasons
     reused: list = dataclasses.field(default_factory=list)
     missing: list = dataclasses.field(default_factory=list)
+    bpe_dropout: dict = dataclasses.field(default_factory=dict)  # split -> (p, copies) when written so
 
     def summary(self) -> str:
         lines = []
@@ -73,8 +74,12 @@ class DatagenReport:
             elif split in self.written:
                 dropped = self.dropped.get(split, collections.Counter())
                 reasons = format_drops(dropped)
+                sampled = ""
+                if split in self.bpe_dropout:
+                    dropout, copies = self.bpe_dropout[split]
+                    sampled = f" ({copies} BPE-dropout segmentations of each, p={dropout})"
                 lines.append(
-                    f"{self.problem} {split}: wrote {self.written[split]} pairs; "
+                    f"{self.problem} {split}: wrote {self.written[split]} pairs{sampled}; "
                     f"dropped {sum(dropped.values())}" + (f" ({reasons})." if reasons else ".")
                 )
         return "\n".join(lines)

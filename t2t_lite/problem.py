@@ -19,7 +19,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import datagen, registry, seeded_shuffle
+from t2t_lite import bpe_dropout, datagen, registry, seeded_shuffle
 from t2t_lite.vocabulary import Vocabulary, train_vocabulary
 
 MODES = datagen.SPLITS  # "train", "dev", "test"
@@ -140,6 +140,8 @@ class TextProblem(Problem):
     max_vocab_sentences = 1_000_000  # Sentences sampled to train the vocabulary on large corpora.
     max_subword_length = 1024  # Training pairs with a longer side (in ids) are dropped at datagen.
     drop_identical_pairs = False  # Drop pairs whose source equals their target (e.g. untranslated).
+    bpe_dropout = 0.0  # BPE-dropout's p for the training split (t2t_lite.bpe_dropout); 0 = deterministic BPE.
+    bpe_dropout_copies = 16  # With bpe_dropout: differently segmented copies of each training pair written.
 
     @abc.abstractmethod
     def text_pairs(self, tmp_dir: str, split: str):
@@ -164,6 +166,7 @@ class TextProblem(Problem):
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
         report = datagen.DatagenReport(self.base_name)
+        bpe_dropout.check_settings(self.bpe_dropout, self.bpe_dropout_copies, self.base_name)
         vocabulary = self._vocabulary_or_train(data_dir, tmp_dir)
         for split in datagen.SPLITS:
             if datagen.complete_shards(data_dir, self.base_name, split):
@@ -175,9 +178,9 @@ class TextProblem(Problem):
                 continue
             drops = report.dropped.setdefault(split, collections.Counter())
             cleaned = datagen.clean_pairs(pairs, drops, self.drop_reason)
-            # Only training drops long pairs: dev and test are scored on every sentence.
-            max_length = self.max_subword_length if split == "train" else 0
-            examples = datagen.encode_pairs(cleaned, vocabulary.tokenizer, drops, max_length=max_length)
+            examples = self._encode(split, cleaned, vocabulary, drops)
+            if split == "train" and self.bpe_dropout:
+                report.bpe_dropout[split] = (self.bpe_dropout, self.bpe_dropout_copies)
             try:
                 report.written[split] = datagen.write_shuffled_shards(
                     examples, data_dir, self.base_name, split, self.num_shards[split], f"{self.base_name} {split}")
@@ -186,6 +189,15 @@ class TextProblem(Problem):
                 raise datagen.EmptySplitError(f"{error} Dropped: {reasons}. Check the raw {split} data in "
                                               f"--tmp_dir={tmp_dir}.") from None
         return report
+
+    def _encode(self, split: str, pairs, vocabulary: Vocabulary, drops: collections.Counter):
+        """(inputs, targets) id pairs of `split`: with bpe_dropout, sampled copies of the training pairs."""
+        if split != "train":  # dev and test are scored on every sentence, segmented as decoding will be
+            return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops)
+        if self.bpe_dropout:
+            return bpe_dropout.sampled_pairs(pairs, vocabulary, self.bpe_dropout, self.bpe_dropout_copies, drops,
+                                             max_length=self.max_subword_length)
+        return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops, max_length=self.max_subword_length)
 
     def _vocabulary_or_train(self, data_dir: str, tmp_dir: str) -> Vocabulary:
         path = os.path.join(data_dir, self.vocab_filename())
