@@ -127,7 +127,8 @@ class TranslateFilesVariant(TranslateFiles):
     bpe_dropout_copies = $BPE_DROPOUT_COPIES
 EOF
   PROBLEM=(--problem="$name" --t2t_usr_dir="$WORK/usr/multi30k_problem")
-  vocabulary="${VOCAB_SIZE:-translate_files' own}${VOCAB_SIZE:+-piece} vocabulary${BPE_DROPOUT:+, BPE-dropout p=$BPE_DROPOUT on the training pairs, $BPE_DROPOUT_COPIES copies}"
+  [ -z "$VOCAB_SIZE" ] || vocabulary="$VOCAB_SIZE-piece vocabulary"
+  [ -z "$BPE_DROPOUT" ] || vocabulary+=", BPE-dropout p=$BPE_DROPOUT on the training pairs, $BPE_DROPOUT_COPIES copies"
 fi
 
 started=$(date +%s)
