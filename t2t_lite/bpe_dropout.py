@@ -13,8 +13,10 @@ The records datagen writes hold ids, not text, so the sampling happens there: th
 training split is written `copies` times, each copy of a pair segmented afresh (the
 paper samples anew every epoch; with about as many copies as the run has epochs, each
 epoch sees new segmentations). SentencePiece implements BPE-dropout as the sampling mode
-of a BPE model (`enable_sampling`, `alpha` = p). Its random generator is seeded and used
-from one thread, so two datagen runs on the same raw data write the same files.
+of a BPE model (`enable_sampling`, `alpha` = p). Each encoding call draws from one thread's
+generator seeded afresh from the seed set beforehand, so every call gets a seed of its own
+(the same seed would give every copy the same segmentation), and two datagen runs on the
+same raw data write the same files.
 """
 
 import collections
@@ -47,12 +49,14 @@ def sampled_pairs(pairs, vocabulary: Vocabulary, dropout: float, copies: int, dr
     counted in `drops` as too long, as `datagen.encode_pairs` counts deterministic ones.
     """
     processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model_proto)
-    sentencepiece.set_random_generator_seed(SAMPLING_SEED)
+    seeds = itertools.count(SAMPLING_SEED)
     pairs = iter(pairs)
     while block := list(itertools.islice(pairs, _PAIRS_PER_BLOCK)):
         sources, targets = [source for source, _ in block], [target for _, target in block]
         for _ in range(copies):
-            for inputs, outputs in zip(_sample(processor, sources, dropout), _sample(processor, targets, dropout)):
+            sampled_sources = _sample(processor, sources, dropout, next(seeds))
+            sampled_targets = _sample(processor, targets, dropout, next(seeds))
+            for inputs, outputs in zip(sampled_sources, sampled_targets):
                 inputs, outputs = inputs + [EOS_ID], outputs + [EOS_ID]
                 if max_length and max(len(inputs), len(outputs)) > max_length:
                     drops[DROP_TOO_LONG] += 1
@@ -60,7 +64,8 @@ def sampled_pairs(pairs, vocabulary: Vocabulary, dropout: float, copies: int, dr
                     yield inputs, outputs
 
 
-def _sample(processor, sentences: list, dropout: float) -> list:
-    # One thread: with several, sentences draw from the generator in a varying order (measured:
+def _sample(processor, sentences: list, dropout: float, seed: int) -> list:
+    # One thread: with several, sentences draw from the generators in a varying order (measured:
     # two runs with the same seed differed), and the files would differ from run to run.
+    sentencepiece.set_random_generator_seed(seed)
     return processor.encode(sentences, enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1)

@@ -1,0 +1,142 @@
+"""BPE-dropout (Provilkov et al., 2020) at datagen: sampled segmentations of the training pairs only.
+
+Checked against the method's definition, through sentencepiece's own deterministic encoder and
+decoder: every sampled copy spells the same text; skipping merges only splits pieces further
+(with every merge skipped, BPE leaves characters); dev and test keep the segmentation decoding
+uses; the files are the same from run to run.
+"""
+
+import collections
+import os
+
+import pytest
+import sentencepiece
+import tensorflow as tf
+
+from t2t_lite import bpe_dropout, datagen
+from t2t_lite.problems.translate_files import TranslateFiles
+from t2t_lite.vocabulary import EOS_ID, Vocabulary, normalize_text
+
+from test_problem import read_records, sentence_pairs, write_corpus
+
+COPIES = 4
+
+
+class TinyFilesBpeDropout(TranslateFiles):
+    approx_vocab_size = 400
+    num_shards = {"train": 2, "dev": 1, "test": 1}
+    bpe_dropout = 0.1
+    bpe_dropout_copies = COPIES
+
+
+def generate(root, problem=None):
+    tmp_dir, data_dir = os.path.join(root, "raw"), os.path.join(root, "data")
+    pairs = sentence_pairs()
+    write_corpus(tmp_dir, "train", pairs[:80])
+    write_corpus(tmp_dir, "dev", pairs[80:90])
+    write_corpus(tmp_dir, "test", pairs[90:])
+    problem = problem or TinyFilesBpeDropout()
+    report = datagen.generate(problem, data_dir, tmp_dir)
+    return report, data_dir, pairs
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    return generate(str(tmp_path_factory.mktemp("bpe_dropout")))
+
+
+def split_records(data_dir, split):
+    names = datagen.complete_shards(data_dir, TinyFilesBpeDropout().base_name, split)
+    return [record for name in names for record in read_records(name)]
+
+
+def processor(data_dir):
+    return sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(data_dir, TinyFilesBpeDropout().vocab_filename()))
+
+
+def text(pieces, ids):
+    assert ids[-1] == EOS_ID
+    return pieces.decode(ids[:-1])
+
+
+def test_each_training_pair_is_written_once_per_copy_and_spells_the_same_text(generated):
+    report, data_dir, pairs = generated
+    pieces = processor(data_dir)
+    records = split_records(data_dir, "train")
+    assert report.written["train"] == len(records) == COPIES * 80
+    written = collections.Counter((text(pieces, inputs), text(pieces, targets)) for inputs, targets in records)
+    expected = collections.Counter({(normalize_text(s), normalize_text(t)): COPIES for s, t in pairs[:80]})
+    assert written == expected
+    assert f"wrote {COPIES * 80} pairs ({COPIES} BPE-dropout segmentations of each, p=0.1)" in report.summary()
+
+
+def test_skipped_merges_give_varied_finer_segmentations_of_the_training_pairs(generated):
+    _, data_dir, _ = generated
+    pieces = processor(data_dir)
+    segmentations = collections.defaultdict(set)
+    sampled = deterministic = 0
+    for inputs, targets in split_records(data_dir, "train"):
+        for ids in (inputs, targets):
+            segmentations[text(pieces, ids)].add(tuple(ids))
+            sampled += len(ids)
+            deterministic += len(pieces.encode(text(pieces, ids))) + 1
+    assert sampled > deterministic  # a skipped merge leaves two pieces where BPE had one, never fewer
+    assert sum(len(ids) > 1 for ids in segmentations.values()) > len(segmentations) // 2
+
+
+def test_dev_and_test_keep_the_segmentation_decoding_uses(generated):
+    _, data_dir, pairs = generated
+    pieces = processor(data_dir)
+    for split, split_pairs in (("dev", pairs[80:90]), ("test", pairs[90:])):
+        records = split_records(data_dir, split)
+        assert len(records) == len(split_pairs)
+        for inputs, targets in records:
+            for ids in (inputs, targets):
+                assert ids == pieces.encode(text(pieces, ids)) + [EOS_ID]
+
+
+def test_every_merge_skipped_leaves_characters(generated):
+    """The paper's limit: with p → 1 no merge is applied and a word is its characters."""
+    _, data_dir, pairs = generated
+    vocabulary = Vocabulary(os.path.join(data_dir, TinyFilesBpeDropout().vocab_filename()))
+    pieces = processor(data_dir)
+    sentence = normalize_text(pairs[0][0])
+    (inputs, _), = bpe_dropout.sampled_pairs([(sentence, sentence)], vocabulary, 0.999999, 1, collections.Counter())
+    characters = [pieces.id_to_piece(i) for i in inputs[:-1]]
+    assert "".join(characters).replace("▁", " ").strip() == sentence
+    assert all(len(piece.lstrip("▁")) <= 1 for piece in characters)
+
+
+def test_two_runs_write_the_same_files(generated, tmp_path):
+    _, data_dir, _ = generated
+    _, again, _ = generate(str(tmp_path))
+    for split in ("train", "dev"):
+        assert split_records(again, split) == split_records(data_dir, split)
+
+
+def test_sampled_pairs_too_long_are_counted_not_written(tmp_path):
+    class ShortBpeDropout(TinyFilesBpeDropout):
+        max_subword_length = 12
+
+    report, data_dir, _ = generate(str(tmp_path), ShortBpeDropout())
+    dropped = report.dropped["train"][datagen.DROP_TOO_LONG]
+    assert dropped > 0
+    assert report.written["train"] + dropped == COPIES * 80
+    assert all(max(len(inputs), len(targets)) <= 12 for inputs, targets in split_records(data_dir, "train"))
+
+
+@pytest.mark.parametrize("dropout, copies, message", [
+    (1.0, 4, "bpe_dropout=1.0 is a probability of skipping a merge; set it in [0, 1)"),
+    (-0.1, 4, "bpe_dropout=-0.1 is a probability"),
+    (0.1, 0, "bpe_dropout_copies=0: write at least 1 sampled copy"),
+])
+def test_bad_settings_name_the_problem_and_the_property(tmp_path, dropout, copies, message):
+    class BadBpeDropout(TinyFilesBpeDropout):
+        bpe_dropout = dropout
+        bpe_dropout_copies = copies
+
+    with pytest.raises(ValueError, match=r"^" + BadBpeDropout().base_name + ": ") as error:
+        generate(str(tmp_path), BadBpeDropout())
+    assert message in str(error.value)
+    assert not tf.io.gfile.glob(os.path.join(tmp_path, "data", "*-train-*"))
