@@ -60,18 +60,21 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert "translate_files (translate_files' own vocabulary size)" in result.stdout  # VOCAB_SIZE unset
 
 
-def test_another_vocabulary_size_trains_through_a_registered_subclass(tmp_path):
-    """VOCAB_SIZE: the vocabulary-size ablation in one knob (translate_files learns 8,000 pieces)."""
+def test_vocabulary_size_and_bpe_dropout_train_through_a_registered_subclass(tmp_path):
+    """VOCAB_SIZE and BPE_DROPOUT: the vocabulary ablations in knobs (translate_files learns 8,000 pieces
+    and segments deterministically)."""
     import sentencepiece
     corpus = write_corpus(tmp_path / "corpus")
-    result = run(corpus, tmp_path / "run", VOCAB_SIZE="400", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,"
-                 "num_hidden_layers=1", TRAIN_STEPS="2", SAVE_STEPS="2", AVG_N="1",
-                 DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
+    result = run(corpus, tmp_path / "run", VOCAB_SIZE="400", BPE_DROPOUT="0.1", BPE_DROPOUT_COPIES="3",
+                 HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1", TRAIN_STEPS="2",
+                 SAVE_STEPS="2", AVG_N="1", DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "translate_files_vocab400 (400-piece vocabulary)" in result.stdout
+    name = "translate_files_vocab400_bpe_dropout"
+    assert f"{name} (400-piece vocabulary, BPE-dropout p=0.1 on the training pairs, 3 copies)" in result.stdout
+    assert f"{name} train: wrote 48 pairs (3 BPE-dropout segmentations of each, p=0.1)" in result.stdout  # 16 × 3
     data = tmp_path / "run" / "data"
-    assert {path.name.split("-")[0] for path in data.glob("*-train-*")} == {"translate_files_vocab400"}
-    pieces = sentencepiece.SentencePieceProcessor(model_file=str(data / "vocab.translate_files_vocab400.model"))
+    assert {path.name.split("-")[0] for path in data.glob("*-train-*")} == {name}
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(data / f"vocab.{name}.model"))
     assert pieces.get_piece_size() <= 400
     assert re.search(r"^sacreBLEU = [\d.]+ ", result.stdout, re.MULTILINE)
 
@@ -97,6 +100,8 @@ def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
 
 @pytest.mark.parametrize("knobs, message", [
     ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
+    ({"BPE_DROPOUT": "10%"}, "BPE_DROPOUT=10%: give the probability of skipping a merge as 0.N"),
+    ({"BPE_DROPOUT": "0.1", "BPE_DROPOUT_COPIES": "0"}, "BPE_DROPOUT_COPIES=0: give the number of segmented copies"),
     ({"TRAIN_STEPS": "some"}, "TRAIN_STEPS=some: give a positive whole number, or fit"),
     ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),
     ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_steps=9", "TRAIN_MINUTES": "0"},
