@@ -5,9 +5,10 @@ way. BPE-dropout applies the same merge table but skips each merge with probabil
 while a training sentence is encoded, so one word comes in several segmentations
 ("Männer", "M ä nner", ...) and the model learns how pieces compose; dev, test and
 decoding keep the deterministic encoding. The authors report up to +2.3 BLEU on small
-corpora at p = 0.1. A sampled segmentation is longer (on Multi30k at p = 0.1: 20.0 pieces
-per English sentence against 14.3), so a batch of a fixed number of tokens holds fewer
-sentences.
+corpora at p = 0.1, trained to convergence. A sampled segmentation is longer (on Multi30k at
+p = 0.1: 20.0 pieces per English sentence against 14.3), so a batch of a fixed number of
+tokens holds fewer sentences, and a model needs more updates to learn the many segmentations:
+in one CPU-hour of Multi30k (about 5,800 updates) it cost 16 BLEU (docs/results.md).
 
 The records datagen writes hold ids, not text, so the sampling happens there: the
 training split is written `copies` times, each copy of a pair segmented afresh (the
