@@ -62,9 +62,9 @@ fi
 case "$VOCAB_SIZE" in *[!0-9]*|0*)
   echo "multi30k.sh: VOCAB_SIZE=$VOCAB_SIZE: give the vocabulary's size as a positive whole number, or leave it unset" >&2; exit 2;;
 esac
-case "$BPE_DROPOUT" in ''|0.[0-9]*) ;;
-  *) echo "multi30k.sh: BPE_DROPOUT=$BPE_DROPOUT: give the probability of skipping a merge as 0.N (e.g. 0.1), or leave it unset" >&2; exit 2;;
-esac
+if [ -n "$BPE_DROPOUT" ] && ! [[ "$BPE_DROPOUT" =~ ^0\.[0-9]*[1-9][0-9]*$ ]]; then  # the value goes into Python
+  echo "multi30k.sh: BPE_DROPOUT=$BPE_DROPOUT: give the probability of skipping a merge as 0.N above 0 (e.g. 0.1), or leave it unset" >&2; exit 2
+fi
 case "$BPE_DROPOUT_COPIES" in *[!0-9]*|0*|'')
   echo "multi30k.sh: BPE_DROPOUT_COPIES=$BPE_DROPOUT_COPIES: give the number of segmented copies as a positive whole number" >&2; exit 2;;
 esac

@@ -205,8 +205,9 @@ def transformer_multi30k_hour_float32() -> HParams:
     * activation_dtype float32 with xla_compile: bfloat16 is emulated, and slower, on such CPUs.
 
     Tried on that host and not taken: pre-LN (39.80, 38.76), 16,000 pieces (38.79), 3,072- and 1,536-token
-    batches (38.12, 38.25), BPE-dropout 0.1 on the training pairs (23.13 in 5,232 updates); on the screen, 4+2 layers, Adam's β2 0.997, pre-LN with learning_rate 1.4 or 2.0,
-    P_drop 0.1, d_ff 1024. It does not reach issue 19's 41: that needs more than 10,000 updates in the hour.
+    batches (38.12, 38.25), BPE-dropout 0.1 on the training pairs (23.13 in 5,232 updates); on the screen,
+    4+2 layers, Adam's β2 0.997, pre-LN with learning_rate 1.4 or 2.0, P_drop 0.1, d_ff 1024. It does not
+    reach issue 19's 41: that needs more than 10,000 updates in the hour.
     """
     return transformer_multi30k_hour().replace(
         hidden_size=192,

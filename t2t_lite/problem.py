@@ -162,7 +162,7 @@ class TextProblem(Problem):
         return Vocabulary(os.path.join(data_dir, self.vocab_filename()))
 
     def generated_files(self, data_dir: str) -> list:
-        return [os.path.join(data_dir, self.vocab_filename())]
+        return [os.path.join(data_dir, self.vocab_filename()), bpe_dropout.record_path(data_dir, self.base_name)]
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
         report = datagen.DatagenReport(self.base_name)
@@ -170,6 +170,8 @@ class TextProblem(Problem):
         vocabulary = self._vocabulary_or_train(data_dir, tmp_dir)
         for split in datagen.SPLITS:
             if datagen.complete_shards(data_dir, self.base_name, split):
+                if split == "train":
+                    bpe_dropout.check_reusable(data_dir, self.base_name, self.bpe_dropout, self.bpe_dropout_copies)
                 report.reused.append(split)
                 continue
             pairs = self.text_pairs(tmp_dir, split)
@@ -179,8 +181,10 @@ class TextProblem(Problem):
             drops = report.dropped.setdefault(split, collections.Counter())
             cleaned = datagen.clean_pairs(pairs, drops, self.drop_reason)
             examples = self._encode(split, cleaned, vocabulary, drops)
-            if split == "train" and self.bpe_dropout:
-                report.bpe_dropout[split] = (self.bpe_dropout, self.bpe_dropout_copies)
+            if split == "train":
+                bpe_dropout.write_record(data_dir, self.base_name, self.bpe_dropout, self.bpe_dropout_copies)
+                if self.bpe_dropout:
+                    report.bpe_dropout[split] = (self.bpe_dropout, self.bpe_dropout_copies)
             try:
                 report.written[split] = datagen.write_shuffled_shards(
                     examples, data_dir, self.base_name, split, self.num_shards[split], f"{self.base_name} {split}")

@@ -100,7 +100,9 @@ def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
 
 @pytest.mark.parametrize("knobs, message", [
     ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
-    ({"BPE_DROPOUT": "10%"}, "BPE_DROPOUT=10%: give the probability of skipping a merge as 0.N"),
+    ({"BPE_DROPOUT": "10%"}, "BPE_DROPOUT=10%: give the probability of skipping a merge as 0.N above 0"),
+    ({"BPE_DROPOUT": "0.1x"}, "BPE_DROPOUT=0.1x: give the probability of skipping a merge as 0.N above 0"),
+    ({"BPE_DROPOUT": "0.0"}, "BPE_DROPOUT=0.0: give the probability of skipping a merge as 0.N above 0"),
     ({"BPE_DROPOUT": "0.1", "BPE_DROPOUT_COPIES": "0"}, "BPE_DROPOUT_COPIES=0: give the number of segmented copies"),
     ({"TRAIN_STEPS": "some"}, "TRAIN_STEPS=some: give a positive whole number, or fit"),
     ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),

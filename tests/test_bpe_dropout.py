@@ -45,8 +45,8 @@ def generated(tmp_path_factory):
     return generate(str(tmp_path_factory.mktemp("bpe_dropout")))
 
 
-def split_records(data_dir, split):
-    names = datagen.complete_shards(data_dir, TinyFilesBpeDropout().base_name, split)
+def split_records(data_dir, split, base_name=None):
+    names = datagen.complete_shards(data_dir, base_name or TinyFilesBpeDropout().base_name, split)
     return [record for name in names for record in read_records(name)]
 
 
@@ -120,16 +120,19 @@ def test_sampled_pairs_too_long_are_counted_not_written(tmp_path):
         max_subword_length = 12
 
     report, data_dir, _ = generate(str(tmp_path), ShortBpeDropout())
-    dropped = report.dropped["train"][datagen.DROP_TOO_LONG]
+    dropped = report.dropped["train"][bpe_dropout.DROP_TOO_LONG_COPY]
     assert dropped > 0
     assert report.written["train"] + dropped == COPIES * 80
+    assert f"{dropped} too long (sampled copies, counted one by one)" in report.summary()
     assert all(max(len(inputs), len(targets)) <= 12 for inputs, targets in split_records(data_dir, "train"))
 
 
 @pytest.mark.parametrize("dropout, copies, message", [
     (1.0, 4, "bpe_dropout=1.0 is a probability of skipping a merge; set it in [0, 1)"),
     (-0.1, 4, "bpe_dropout=-0.1 is a probability"),
+    ("0.1", 4, "bpe_dropout=0.1 is a probability"),  # a string, not a number
     (0.1, 0, "bpe_dropout_copies=0: write at least 1 sampled copy"),
+    (0.1, True, "bpe_dropout_copies=True: write at least 1 sampled copy"),
 ])
 def test_bad_settings_name_the_problem_and_the_property(tmp_path, dropout, copies, message):
     class BadBpeDropout(TinyFilesBpeDropout):
@@ -140,3 +143,38 @@ def test_bad_settings_name_the_problem_and_the_property(tmp_path, dropout, copie
         generate(str(tmp_path), BadBpeDropout())
     assert message in str(error.value)
     assert not tf.io.gfile.glob(os.path.join(tmp_path, "data", "*-train-*"))
+
+
+SEED = f"(sampling seed {bpe_dropout.SAMPLING_SEED})"
+
+
+@pytest.mark.parametrize("first, second, written, now", [
+    ((0.1, COPIES), (0.0, COPIES), f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
+     "bpe_dropout=0 (deterministic BPE)"),
+    ((0.1, COPIES), (0.3, 2), f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
+     f"bpe_dropout=0.3, bpe_dropout_copies=2 {SEED}"),
+    ((0.0, COPIES), (0.1, COPIES), "bpe_dropout=0 (deterministic BPE)",
+     f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}"),
+])
+def test_training_files_segmented_otherwise_are_not_reused(tmp_path, first, second, written, now):
+    """A rerun with other settings stops, naming both and --overwrite, which writes the split afresh."""
+    def problem(dropout, copies):
+        class Settings(TinyFilesBpeDropout):
+            bpe_dropout, bpe_dropout_copies = dropout, copies
+        return Settings()
+
+    _, data_dir, _ = generate(str(tmp_path), problem(*first))
+    before = split_records(data_dir, "train", problem(*first).base_name)
+    assert before
+    with pytest.raises(ValueError, match="--overwrite") as error:
+        generate(str(tmp_path), problem(*second))
+    name = problem(*second).base_name
+    assert f"The {name} training files in --data_dir={data_dir} were written with {written}, but {name} now sets " \
+           f"{now}." in str(error.value)
+    assert split_records(data_dir, "train", problem(*first).base_name) == before  # nothing was touched
+
+    tmp_dir = os.path.join(tmp_path, "raw")
+    report = datagen.generate(problem(*second), data_dir, tmp_dir, overwrite=True)
+    assert report.written["train"] == (second[1] if second[0] else 1) * 80
+    again = datagen.generate(problem(*second), data_dir, tmp_dir)  # the same settings: reused
+    assert again.reused == ["train", "dev", "test"]
