@@ -136,3 +136,38 @@ class Dropout(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "rate": self.rate, "seed": self.seed}
+
+
+class SymbolDropout(keras.layers.Layer):
+    """tensor2tensor's `symbol_dropout` (word dropout): each id becomes padding (0) with probability `rate`.
+
+        SymbolDropout(ids)_i = ids_i   if kept (probability 1 − rate),   else 0
+
+    Nothing is rescaled: a dropped id embeds to the zero vector as padding does (t2t_lite/embedding.py),
+    and where the mask is read from the ids (the encoder's), the word is masked out of attention as
+    tensor2tensor's `embedding_to_padding` masks it. The keep decisions are `Dropout`'s masks, so they
+    follow the same seeds, replicas and XLA path.
+
+    Args:
+        rate: probability in [0, 1) of dropping each id; 0 makes the layer the identity.
+
+    Call arguments: `ids` (int), `training` (ids are dropped only when True).
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self.keep = Dropout(rate, seed=seed, dtype="float32")
+        self.built = True
+
+    def call(self, ids, training=False):
+        if not (training and self.rate > 0):
+            return ids
+        kept = ops.greater(self.keep(ops.ones(ops.shape(ids), "float32"), training=True), 0.0)
+        return ops.where(kept, ids, ops.zeros_like(ids))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "rate": self.rate}

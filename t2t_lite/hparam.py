@@ -51,6 +51,9 @@ class HParams:
     layer_prepostprocess_dropout: float = 0.1  # P_drop on sub-layer outputs and embedding+position sums.
     attention_dropout: float = 0.0  # Dropout on attention weights (not used by the paper's base).
     relu_dropout: float = 0.0  # Dropout inside the feed-forward network (not used by the paper's base).
+    # Not the paper: tensor2tensor's word dropout. Each source and decoder-input id becomes padding (0) with
+    # this probability while training, so it embeds to zero and a dropped source word is masked out.
+    symbol_dropout: float = 0.0
     label_smoothing: float = 0.1  # ε_ls of the smoothed cross-entropy.
 
     # --- Optimizer and schedule (§5.3) ---
@@ -147,8 +150,8 @@ class HParams:
                      "learning_rate_decay_steps", "extra_length"):
             if getattr(self, name) < 0:
                 fail(name, "must be zero or positive")
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing",
-                     "optimizer_adam_beta1", "optimizer_adam_beta2"):
+        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "symbol_dropout",
+                     "label_smoothing", "optimizer_adam_beta1", "optimizer_adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 fail(name, "must be in [0, 1)")
         for name in ("learning_rate", "optimizer_adam_epsilon"):

@@ -4,6 +4,9 @@
     decoder: y = Dropout(embed(shift_right(targets)) + PE) -> N × DecoderLayer(y, encoder output)
     logits  = y Eᵀ            (E shared with both embeddings, §3.4)
 
+With hparams.symbol_dropout > 0 (tensor2tensor's word dropout, not the paper), training first
+replaces ids of `inputs` and of `shift_right(targets)` by padding; the loss still sees every target.
+
 `Transformer(hparams, vocab_size)` is a `keras.Model` registered as "transformer".
 Training calls it on `{"inputs", "targets"}`; decoding uses `encode`,
 `initial_cache` and `decode_step`, one position at a time with a key/value cache.
@@ -14,7 +17,7 @@ from keras import ops
 
 from t2t_lite.attention import MASKED, causal_bias, padding_bias
 from t2t_lite.decoder import Decoder
-from t2t_lite.dropout import Dropout
+from t2t_lite.dropout import Dropout, SymbolDropout
 from t2t_lite.embedding import SharedEmbedding
 from t2t_lite.encoder import Encoder
 from t2t_lite.positional import PositionEncoding
@@ -75,6 +78,8 @@ class Transformer(keras.Model):
         self.target_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
                                                 name="target_position", dtype=dtype)
         self.embedding_dropout = Dropout(hparams.layer_prepostprocess_dropout, dtype=dtype)
+        if hparams.symbol_dropout:  # only then: a seed generator is a variable, and checkpoints keep their layout
+            self.symbol_dropout = SymbolDropout(hparams.symbol_dropout, name="symbol_dropout")
         self.encoder = Encoder(hparams, name="encoder", dtype=dtype)
         self.decoder = Decoder(hparams, name="decoder", dtype=dtype)
         self.build()
@@ -98,7 +103,7 @@ class Transformer(keras.Model):
         return output, mask
 
     def _encode(self, inputs, training, return_weights):
-        inputs = ops.convert_to_tensor(inputs, dtype="int32")
+        inputs = self._drop_symbols(ops.convert_to_tensor(inputs, dtype="int32"), training)
         mask = ops.not_equal(inputs, 0)
         x = self.source_position(self.source_embedding(inputs))
         x = self.embedding_dropout(x, training=training)
@@ -119,13 +124,17 @@ class Transformer(keras.Model):
         encoder_output, mask, encoder_weights = self._encode(
             features["inputs"], training=training, return_weights=return_attention)
         targets = ops.convert_to_tensor(features["targets"], dtype="int32")
-        y = self.target_position(self.target_embedding(shift_right(targets)))
+        y = self.target_position(self.target_embedding(self._drop_symbols(shift_right(targets), training)))
         y = self.embedding_dropout(y, training=training)
         hidden, decoder_weights, _ = self.decoder(
             y, encoder_output, self_bias=causal_bias(ops.shape(targets)[1]), memory_bias=padding_bias(mask),
             return_weights=return_attention, training=training)
         attention = {"encoder_self": encoder_weights, **decoder_weights} if return_attention else None
         return hidden, attention
+
+    def _drop_symbols(self, ids, training):
+        """hparams.symbol_dropout while training (the module docstring); the ids unchanged otherwise."""
+        return self.symbol_dropout(ids, training=training) if self.hparams.symbol_dropout else ids
 
     def logits(self, hidden):
         """Pre-softmax projection with the (shared) embedding matrix, in float32."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.dropout import Dropout, compiled_by_xla, drop_threshold, hash_dropout, mix
+from t2t_lite.dropout import Dropout, SymbolDropout, compiled_by_xla, drop_threshold, hash_dropout, mix
 
 
 def lowbias32(value: int) -> int:
@@ -122,3 +122,23 @@ def test_identity_outside_training_and_at_rate_zero():
 def test_a_rate_outside_zero_one_names_the_hparams():
     with pytest.raises(ValueError, match="dropout hparams"):
         Dropout(1.0)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_symbol_dropout_turns_a_fraction_rate_of_ids_into_padding_and_keeps_the_rest(xla):
+    rate, n = 0.1, 200_000
+    ids = np.arange(1, n + 1, dtype=np.int32).reshape(400, 500)
+    layer = SymbolDropout(rate, seed=5)
+    dropped_ids = under_xla(layer, ids) if xla else layer(ids, training=True).numpy()
+    dropped = dropped_ids == 0
+    assert abs(dropped.mean() - rate) < five_sigma(rate, n)
+    np.testing.assert_array_equal(dropped_ids[~dropped], ids[~dropped])  # kept ids unchanged, not rescaled
+
+
+def test_symbol_dropout_draws_new_words_each_call_and_none_outside_training():
+    ids = np.arange(1, 10_001, dtype=np.int32).reshape(100, 100)
+    layer = SymbolDropout(0.2, seed=1)
+    first, second = (layer(ids, training=True).numpy() == 0 for _ in range(2))
+    assert (first != second).any()
+    np.testing.assert_array_equal(layer(ids, training=False), ids)
+    np.testing.assert_array_equal(SymbolDropout(0.0)(ids, training=True), ids)

@@ -18,7 +18,7 @@ BASE = {
     "pos": "timing", "norm_position": "post", "layer_norm_epsilon": 1e-6,
     "shared_embedding_and_softmax_weights": True,
     "layer_prepostprocess_dropout": 0.1, "attention_dropout": 0.0, "relu_dropout": 0.0,
-    "label_smoothing": 0.1,
+    "symbol_dropout": 0.0, "label_smoothing": 0.1,
     "learning_rate": 1.0, "learning_rate_warmup_steps": 4000, "learning_rate_decay_steps": 0,
     "optimizer_adam_beta1": 0.9, "optimizer_adam_beta2": 0.98, "optimizer_adam_epsilon": 1e-9,
     "clip_grad_norm": 0.0,

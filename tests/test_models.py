@@ -1,6 +1,8 @@
 """The Transformer against the paper: Table 3 parameter counts, causal and padding masks by
 perturbation, cached incremental decoding equal to teacher forcing, dropout only in training."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -151,6 +153,25 @@ def test_dropout_only_in_training():
     features = random_batch(np.random.default_rng(3))
     np.testing.assert_array_equal(model(features), model(features, training=False))
     assert not np.allclose(model(features, training=True), model(features, training=True))
+
+
+def test_a_dropped_symbol_is_padding_in_the_encoder_and_the_decoder_inputs():
+    """tensor2tensor's symbol_dropout: a dropped source word is masked out like padding, a dropped
+    decoder input embeds to zero like the start symbol. With every id dropped (rate just below 1)
+    and no other dropout, training sees what inference sees for all-padding inputs and targets."""
+    features = random_batch(np.random.default_rng(4))
+    model = tiny(layer_prepostprocess_dropout=0.0, symbol_dropout=1.0 - 1e-9)
+    all_padding = {name: np.zeros_like(ids) for name, ids in features.items()}
+    np.testing.assert_allclose(model(features, training=True), model(all_padding), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(model(features), model(all_padding))  # inference drops nothing
+    assert len(model.variables) == len(tiny(layer_prepostprocess_dropout=0.0).variables) + 1  # its seed
+
+
+def test_symbol_dropout_off_keeps_the_checkpoint_layout():
+    """The paper's sets (symbol_dropout 0) get no extra variable: their checkpoints are unchanged."""
+    def layout(model):
+        return [(re.sub(r"_\d+", "", v.path.split("/", 1)[1]), tuple(v.shape)) for v in model.variables]
+    assert layout(tiny(symbol_dropout=0.0)) == layout(tiny(attention_dropout=0.0))
 
 
 def test_attention_weights_are_returned_per_layer_and_sum_to_one():
