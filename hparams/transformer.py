@@ -167,6 +167,8 @@ def transformer_multi30k_hour() -> HParams:
     this set on the Zen 4 (nothing chosen for French) scored 56.44 val sacreBLEU in 5,925 updates.
     Word dropout 0.1 (symbol_dropout; +0.61 greedy on a GPU screen at 7,300 updates) scored 39.28 there in 6,616
     updates and 39.74 with that decay in 7,032, with the lowest dev perplexity of this shape (5.01): not taken.
+    The same screen found this set overfitting val after about 6,000 updates (greedy 38.95 at 14,000 against 39.41
+    at 7,300): more updates alone do not lead to 41.
     On an AMD EPYC without AVX-512 (float32 with XLA) d_model 192 with d_ff 768, 1,000 warm-up steps and that
     decay (the best of a GPU screen at that host's update count) scored 39.43 in the 5,841 updates fitted to 57
     minutes and 38.44 with seed 2 (the clock stopped it at 5,572 of them; finished afterwards, 38.50), and with
