@@ -23,7 +23,8 @@
 # runs there; the whole script then takes about 51 minutes),
 # TRAIN_STEPS (1000000: the time bound stops the run; fit: as many as TRAIN_MINUTES holds, chosen from the
 # measured step time so that HPARAMS' learning_rate_decay_steps decay ends inside it, t2t-trainer's
-# --fit_train_steps_to_minutes), SEED (1), AVG_N (5), SAVE_STEPS (250),
+# --fit_train_steps_to_minutes), SEED (1), AVG_N (5), SAVE_STEPS (250), LOCAL_EVAL_FREQUENCY (1000: dev
+# perplexity every this many updates; each evaluation's seconds come out of TRAIN_MINUTES),
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
 # BPE_DROPOUT (unset: deterministic BPE; a probability p writes the training split as BPE_DROPOUT_COPIES (16)
@@ -46,6 +47,7 @@ TRAIN_STEPS=${TRAIN_STEPS:-1000000}
 SEED=${SEED:-1}
 AVG_N=${AVG_N:-5}
 SAVE_STEPS=${SAVE_STEPS:-250}
+LOCAL_EVAL_FREQUENCY=${LOCAL_EVAL_FREQUENCY:-1000}
 DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=64,xla=true}
 VOCAB_SIZE=${VOCAB_SIZE:-}
 BPE_DROPOUT=${BPE_DROPOUT:-}
@@ -65,6 +67,9 @@ esac
 if [ -n "$BPE_DROPOUT" ] && ! [[ "$BPE_DROPOUT" =~ ^0\.[0-9]*[1-9][0-9]*$ ]]; then  # the value goes into Python
   echo "multi30k.sh: BPE_DROPOUT=$BPE_DROPOUT: give the probability of skipping a merge as 0.N above 0 (e.g. 0.1), or leave it unset" >&2; exit 2
 fi
+case "$LOCAL_EVAL_FREQUENCY" in *[!0-9]*|0*|'')
+  echo "multi30k.sh: LOCAL_EVAL_FREQUENCY=$LOCAL_EVAL_FREQUENCY: give the updates between dev evaluations as a positive whole number" >&2; exit 2;;
+esac
 case "$BPE_DROPOUT_COPIES" in *[!0-9]*|0*|'')
   echo "multi30k.sh: BPE_DROPOUT_COPIES=$BPE_DROPOUT_COPIES: give the number of segmented copies as a positive whole number" >&2; exit 2;;
 esac
@@ -148,7 +153,7 @@ phase datagen
 
 "$BIN/t2t-trainer" "${PROBLEM[@]}" --hparams_set="$HPARAMS_SET" --hparams="activation_dtype=$DTYPE,xla_compile=$XLA${HPARAMS:+,$HPARAMS}" \
   --data_dir="$WORK/data" --output_dir="$WORK/train" --train_minutes="$TRAIN_MINUTES" "${steps_flags[@]}" \
-  --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency=1000 \
+  --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max=$((AVG_N > 10 ? AVG_N + 2 : 12)) --local_eval_frequency="$LOCAL_EVAL_FREQUENCY" \
   --eval_steps=0 --random_seed="$SEED" 2>&1 | tee "$WORK/train.log"
 phase training
 

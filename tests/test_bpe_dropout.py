@@ -115,16 +115,31 @@ def test_two_runs_write_the_same_files(generated, tmp_path):
         assert split_records(again, split) == split_records(data_dir, split)
 
 
-def test_sampled_pairs_too_long_are_counted_not_written(tmp_path):
+def test_sampled_pairs_too_long_are_counted_not_written(generated, tmp_path):
+    # The limit is the median length of the copies written without one, so that some copies pass and
+    # some do not whatever lengths this machine's sampling gives; the same raw data samples the same
+    # copies (test_two_runs_write_the_same_files), so exactly the longer ones must be dropped.
+    _, unlimited_dir, _ = generated
+    unlimited = collections.Counter(map(tuple_pair, split_records(unlimited_dir, "train")))
+    lengths = sorted(max(map(len, pair)) for pair in unlimited.elements())
+    limit = lengths[len(lengths) // 2]
+
     class ShortBpeDropout(TinyFilesBpeDropout):
-        max_subword_length = 12
+        max_subword_length = limit
 
     report, data_dir, _ = generate(str(tmp_path), ShortBpeDropout())
+    kept = collections.Counter({pair: n for pair, n in unlimited.items() if max(map(len, pair)) <= limit})
     dropped = report.dropped["train"][bpe_dropout.DROP_TOO_LONG_COPY]
-    assert dropped > 0
-    assert report.written["train"] + dropped == COPIES * 80
+    assert 0 < dropped == COPIES * 80 - sum(kept.values())
+    assert report.written["train"] == sum(kept.values())
     assert f"{dropped} too long (sampled copies, counted one by one)" in report.summary()
-    assert all(max(len(inputs), len(targets)) <= 12 for inputs, targets in split_records(data_dir, "train"))
+    written = collections.Counter(map(tuple_pair, split_records(data_dir, "train", ShortBpeDropout().base_name)))
+    assert written == kept
+
+
+def tuple_pair(record):
+    inputs, targets = record
+    return tuple(inputs), tuple(targets)
 
 
 @pytest.mark.parametrize("dropout, copies, message", [
