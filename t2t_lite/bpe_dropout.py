@@ -15,11 +15,18 @@ The records datagen writes hold ids, not text, so the sampling happens there: th
 training split is written `copies` times, each copy of a pair segmented afresh (the
 paper samples anew every epoch; with about as many copies as the run has epochs, each
 epoch sees new segmentations). SentencePiece implements BPE-dropout as the sampling mode
-of a BPE model (`enable_sampling`, `alpha` = p). Each encoding call draws from one thread's
-generator seeded afresh from the seed set beforehand, so every call gets a seed of its own
-(the same seed would give every copy the same segmentation), and two datagen runs on the
-same raw data write the same files. Each copy is a full copy of the training split on disk
-and one thread encodes them: meant for small corpora; lower the copies for a large one.
+of a BPE model (`enable_sampling`, `alpha` = p), but `set_random_generator_seed` does not make
+it repeatable (sentencepiece 0.2.3: the same seed gives other segmentations in every new
+process, forked ones included), so the sampler here is sentencepiece's BPE encoder restated in
+Python with a generator of its own (`Segmenter`): the same pieces, scores and merge order, a
+merge skipped at the point sentencepiece's sampler skips one, and with p = 0 exactly its
+deterministic encoding (tested; on Multi30k's 58,000 training sentences too). At p = 0.1 it
+gives as many pieces per sentence as sentencepiece's sampler (Multi30k: 20.0 per English, 21.2
+per German sentence against 14.3 and 14.8). Each copy of each side draws from a generator seeded
+from SAMPLING_SEED, so two datagen runs on the same raw data write the same files, in any
+process on any machine. It is slower than sentencepiece's C++ (Multi30k's 16 copies: 464,000
+pairs sampled in 71 s on one core), and each copy is a full copy of the training split on disk:
+meant for small corpora; lower the copies for a large one.
 
 The settings a training split was written with are recorded beside its shards
 (`<data_dir>/bpe_dropout.<problem>.json`; no record: deterministic BPE), so a rerun of
@@ -27,12 +34,14 @@ datagen with other settings stops instead of reusing shards segmented otherwise.
 """
 
 import collections
+import heapq
 import itertools
 import json
 import numbers
 import os
+import random
 
-import sentencepiece
+from sentencepiece import sentencepiece_model_pb2
 
 from t2t_lite.vocabulary import EOS_ID, Vocabulary
 
@@ -59,27 +68,93 @@ def sampled_pairs(pairs, vocabulary: Vocabulary, dropout: float, copies: int, dr
     counted in `drops` as DROP_TOO_LONG_COPY: one count per copy, where datagen's other reasons
     count raw pairs (a pair may then be written in some of its copies and not in others).
     """
-    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model_proto)
+    segmenter = Segmenter(vocabulary.model_proto, vocabulary.model_path)
     seeds = itertools.count(SAMPLING_SEED)
     pairs = iter(pairs)
     while block := list(itertools.islice(pairs, _PAIRS_PER_BLOCK)):
-        sources, targets = [source for source, _ in block], [target for _, target in block]
         for _ in range(copies):
-            sampled_sources = _sample(processor, sources, dropout, next(seeds))
-            sampled_targets = _sample(processor, targets, dropout, next(seeds))
-            for inputs, outputs in zip(sampled_sources, sampled_targets):
-                inputs, outputs = inputs + [EOS_ID], outputs + [EOS_ID]
+            source_draws, target_draws = random.Random(next(seeds)), random.Random(next(seeds))
+            for source, target in block:
+                inputs = segmenter.encode(source, dropout, source_draws) + [EOS_ID]
+                outputs = segmenter.encode(target, dropout, target_draws) + [EOS_ID]
                 if max_length and max(len(inputs), len(outputs)) > max_length:
                     drops[DROP_TOO_LONG_COPY] += 1
                 else:
                     yield inputs, outputs
 
 
-def _sample(processor, sentences: list, dropout: float, seed: int) -> list:
-    # One thread: with several, sentences draw from the generators in a varying order (measured:
-    # two runs with the same seed differed), and the files would differ from run to run.
-    sentencepiece.set_random_generator_seed(seed)
-    return processor.encode(sentences, enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1)
+class Segmenter:
+    """SentencePiece's BPE encoder with each merge skipped with probability p, drawn from a given generator.
+
+    As sentencepiece's bpe_model: the normalized sentence starts as its characters; the adjacent
+    pair whose concatenation is a piece with the highest score (then the leftmost) is merged,
+    and the pairs it forms with its neighbours join the candidates; with probability p a popped
+    merge is skipped instead (that pair stays unmerged, as in sentencepiece's BPE-dropout). A
+    symbol that is not a piece falls back to its UTF-8 bytes (or, without byte fallback, one
+    unknown id per run of them).
+    """
+
+    def __init__(self, model_proto: bytes, name: str = "the vocabulary"):
+        model = sentencepiece_model_pb2.ModelProto.FromString(model_proto)
+        spec, normalizer, types = model.trainer_spec, model.normalizer_spec, model.SentencePiece.Type
+        unsupported = [piece.piece for piece in model.pieces if piece.type in (types.USER_DEFINED, types.UNUSED)]
+        if (spec.model_type != spec.BPE or normalizer.name != "identity" or spec.treat_whitespace_as_suffix
+                or unsupported):
+            raise ValueError(
+                f"BPE-dropout samples segmentations of t2t_lite's own BPE vocabularies (model_type bpe, "
+                f"normalization identity, no user-defined or unused pieces); {name} is not one "
+                f"(model_type {spec.model_type}, normalization {normalizer.name!r}, "
+                f"{len(unsupported)} user-defined or unused pieces). Let t2t-datagen train the vocabulary.")
+        self._pieces = {piece.piece: (i, piece.score) for i, piece in enumerate(model.pieces)
+                        if piece.type == types.NORMAL}
+        self._bytes = {piece.piece: i for i, piece in enumerate(model.pieces) if piece.type == types.BYTE}
+        self._byte_fallback = spec.byte_fallback
+        self._unk_id = spec.unk_id
+        self._prefix = "▁" if normalizer.add_dummy_prefix else ""
+
+    def encode(self, sentence: str, dropout: float, draws: random.Random) -> list:
+        """The ids of one normalized sentence (no EOS), merges skipped with probability `dropout`."""
+        if not sentence:
+            return []
+        return self._ids(self._merge(list(self._prefix + sentence.replace(" ", "▁")), dropout, draws))
+
+    def _merge(self, symbols: list, dropout: float, draws: random.Random) -> list:
+        following = list(range(1, len(symbols))) + [-1]
+        preceding = list(range(-1, len(symbols) - 1))
+        candidates = []
+
+        def consider(left, right):
+            if left >= 0 and right >= 0:
+                piece = self._pieces.get(symbols[left] + symbols[right])
+                if piece:  # highest score first, then leftmost: heapq pops the smallest tuple
+                    heapq.heappush(candidates, (-piece[1], left, right, len(symbols[left]) + len(symbols[right])))
+
+        for left in range(len(symbols) - 1):
+            consider(left, left + 1)
+        while candidates:
+            _, left, right, length = heapq.heappop(candidates)
+            if not symbols[left] or not symbols[right] or len(symbols[left]) + len(symbols[right]) != length:
+                continue  # a side was merged into something else since this pair was considered
+            if dropout and draws.random() < dropout:
+                continue
+            symbols[left], symbols[right] = symbols[left] + symbols[right], ""
+            following[left] = following[right]
+            if following[right] >= 0:
+                preceding[following[right]] = left
+            consider(preceding[left], left)
+            consider(left, following[left])
+        return [symbol for symbol in symbols if symbol]
+
+    def _ids(self, symbols: list) -> list:
+        ids = []
+        for symbol in symbols:
+            if symbol in self._pieces:
+                ids.append(self._pieces[symbol][0])
+            elif self._byte_fallback:
+                ids.extend(self._bytes[f"<0x{byte:02X}>"] for byte in symbol.encode("utf-8"))
+            elif not ids or ids[-1] != self._unk_id:  # sentencepiece writes a run of unknowns as one
+                ids.append(self._unk_id)
+        return ids
 
 
 def record_path(data_dir: str, base_name: str) -> str:

@@ -71,6 +71,15 @@ def live_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def live_threads_settled(limit: int, seconds: float = 10.0) -> int:
+    """live_threads() once it is at most `limit`, or after `seconds`: a joined thread can still be
+    listed in /proc for a moment after its join returns, longer on a loaded machine."""
+    deadline = time.time() + seconds
+    while live_threads() > limit and time.time() < deadline:
+        time.sleep(0.05)
+    return live_threads()
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
 def test_training_in_process_leaves_no_input_threads_running(reverse_data, tmp_path):
     """When train_and_evaluate returns, its endless prefetching input pipeline has stopped.
@@ -85,10 +94,10 @@ def test_training_in_process_leaves_no_input_threads_running(reverse_data, tmp_p
     gc.disable()
     try:
         train(reverse_data, str(tmp_path / "run"), train_steps=2)
-        after = live_threads()
+        after = live_threads_settled(before)
     finally:
         gc.enable()
-    assert after == before
+    assert after <= before
 
 
 # A training run in a fresh process that SIGKILLs itself inside the save of step KILL_IN_SAVE,
@@ -109,6 +118,16 @@ def record_state_or_die(manager):
     if kill_in_save < 0 and manager.latest_checkpoint.endswith(f"-{-kill_in_save}"):
         os.kill(os.getpid(), signal.SIGKILL)
 checkpoint_management.CheckpointManager._record_state = record_state_or_die
+one_update, updates = trainer._one_update, []
+def one_slow_update(*args):
+    # Killed from outside (kill_in_save 0): a second per update after the third, so that the test's
+    # poll kills the run before it ends on any host (the losses are the same at any speed).
+    updates.append(1)
+    if kill_in_save == 0 and len(updates) > 3:
+        import time
+        time.sleep(1.0)
+    return one_update(*args)
+trainer._one_update = one_slow_update
 hparams = registry.hparams("transformer_tiny").override(%r)
 trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, train_steps=8,
                            save_checkpoints_steps=2, schedule="train", summary_steps=1, random_seed=3)
@@ -174,7 +193,9 @@ def test_speed_switches_train(reverse_data, tmp_path, overrides):
     train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",learning_rate=2," + overrides, train_steps=12,
           save_checkpoints_steps=100)
     losses = logged_scalars(str(tmp_path / "run"))
-    assert np.mean([losses[s] for s in (10, 11, 12)]) < np.mean([losses[s] for s in (1, 2, 3)]) - 0.2
+    # Against the first loss (about 3.1; the plateau of guessing among 12 symbols is ln 12 = 2.48): the
+    # means of steps 1-3 and 10-12 were only 0.24-0.29 apart, and one loss moves by 0.1 from step to step.
+    assert np.mean([losses[s] for s in (10, 11, 12)]) < losses[1] - 0.3
 
 
 def test_xla_step_equals_the_plain_step(reverse_data, tmp_path):
