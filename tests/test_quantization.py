@@ -159,10 +159,19 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     # rounding to bfloat16 (8 mantissa bits): a score moves by up to ~1e-3 relative (1.5e-3 seen on an
     # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).
     rtol = 5e-3 if mode == "bfloat16" else 1e-4
-    np.testing.assert_array_equal(cached_ids, full_ids)
-    np.testing.assert_allclose(cached_scores, full_scores, rtol=rtol)
-    np.testing.assert_array_equal(xla_ids, cached_ids[..., :xla_ids.shape[-1]])
-    np.testing.assert_allclose(xla_scores, cached_scores, rtol=rtol)
+    assert_same_beams(full_ids, full_scores, cached_ids, cached_scores, rtol)
+    assert_same_beams(xla_ids, xla_scores, cached_ids[..., :xla_ids.shape[-1]], cached_scores, rtol)
+
+
+def assert_same_beams(ids, scores, expected_ids, expected_scores, rtol):
+    """The same hypotheses in each row, each with its score within rtol. Beams come in the order of their
+    scores, so two may trade places only where their scores are that close (closest pair seen: -10.7226
+    and -10.7590, 0.3 % apart)."""
+    for row in range(ids.shape[0]):
+        got = sorted(zip(map(tuple, ids[row].tolist()), scores[row].tolist()))
+        want = sorted(zip(map(tuple, expected_ids[row].tolist()), expected_scores[row].tolist()))
+        assert [hypothesis for hypothesis, _ in got] == [hypothesis for hypothesis, _ in want], row
+        np.testing.assert_allclose([score for _, score in got], [score for _, score in want], rtol=rtol)
 
 
 def test_an_unknown_mode_names_the_flag_and_the_choices():

@@ -59,20 +59,26 @@ def test_a_second_writer_stops_naming_the_first_and_what_to_do(tmp_path):
     assert f"if you are sure it has stopped, remove {path}" in message and "\n" not in message
 
 
-def _try_lock(directory, barrier, results):
+def _try_lock(directory, barrier, results, refusals):
     barrier.wait()  # every process reaches the lock at the same instant
     try:
         with run_lock.directory_lock(directory, "t2t-trainer"):
             results.put(("held", os.getpid()))
-            time.sleep(1.0)  # held while the others look
+            # Held until the others have looked (a fixed second was not enough for a late one on a busy host).
+            deadline = time.time() + 60
+            while refusals.value < barrier.parties - 1 and time.time() < deadline:
+                time.sleep(0.01)
     except run_lock.DirectoryInUse as error:
         results.put(("refused", str(error)))
+        with refusals.get_lock():
+            refusals.value += 1
 
 
 def test_runs_starting_at_the_same_instant_are_refused_by_name(tmp_path):
     context = multiprocessing.get_context("fork")
-    barrier, results = context.Barrier(8), context.Queue()
-    processes = [context.Process(target=_try_lock, args=(str(tmp_path), barrier, results)) for _ in range(8)]
+    barrier, results, refusals = context.Barrier(8), context.Queue(), context.Value("i", 0)
+    processes = [context.Process(target=_try_lock, args=(str(tmp_path), barrier, results, refusals))
+                 for _ in range(8)]
     for process in processes:
         process.start()
     outcomes = [results.get(timeout=60) for _ in processes]

@@ -55,13 +55,18 @@ def test_transformer_tiny_learns_algorithmic_reverse(full_reverse_data, tmp_path
     otherwise: too close to the bounds. Without dropout the same 400 steps reach 94.8 % and 98.95 %
     there. An untrained model gets ~0 % of sequences. On an Intel Xeon with AMX (2026-11-25) 400 steps
     without dropout reached only 88.2 % and 97.7 %, below both bounds; 600 steps passed there (twice).
+    On this Zen 4 600 steps give 97.8 % and 99.60 %. Since each CPU behaves like another seed, a host
+    below the bounds at 600 steps trains on (the same command resumes the run) to 800, then 1,000.
     """
     hparams = registry.hparams("transformer_tiny").override(
         "learning_rate=0.5,learning_rate_warmup_steps=100,layer_prepostprocess_dropout=0")
-    steps = 600  # evaluated and saved once, at the end
-    metrics = trainer.train_and_evaluate(
-        registry.problem("algorithmic_reverse"), hparams, full_reverse_data, str(tmp_path / "reverse"), train_steps=steps,
-        eval_steps=0, local_eval_frequency=steps, save_checkpoints_steps=steps, random_seed=1, log=print)
+    for steps in (600, 800, 1000):  # evaluated and saved once, at each end
+        metrics = trainer.train_and_evaluate(
+            registry.problem("algorithmic_reverse"), hparams, full_reverse_data, str(tmp_path / "reverse"),
+            train_steps=steps, eval_steps=0, local_eval_frequency=steps, save_checkpoints_steps=steps, random_seed=1,
+            log=print)
+        if metrics["accuracy_per_sequence"] >= 0.9 and metrics["accuracy"] >= 0.98:
+            break
     assert metrics["accuracy_per_sequence"] >= 0.9, metrics
     assert metrics["accuracy"] >= 0.98, metrics
 
