@@ -114,9 +114,9 @@ class Segmenter:
 
     def encode(self, sentence: str, dropout: float, draws: random.Random) -> list:
         """The ids of one normalized sentence (no EOS), merges skipped with probability `dropout`."""
-        if not sentence:
-            return []
-        return self._ids(self._merge(list(self._prefix + sentence.replace(" ", "▁")), dropout, draws))
+        # sentencepiece's normalizer: spaces become "▁", and "▁"s at the end, literal ones too, are dropped.
+        text = (self._prefix + sentence.replace(" ", "▁")).rstrip("▁")
+        return self._ids(self._merge(list(text), dropout, draws)) if text else []
 
     def _merge(self, symbols: list, dropout: float, draws: random.Random) -> list:
         following = list(range(1, len(symbols))) + [-1]

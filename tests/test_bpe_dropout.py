@@ -133,6 +133,14 @@ def test_another_process_writes_the_same_files(generated, tmp_path):
 
 
 UNSEEN = ["☃ 漢字 € ﬁ", "the cat sees ☃☃ 42 Äpfel.", "x" * 50, "Ǆ"]  # characters the vocabulary never saw
+# sentencepiece's normalizer drops "▁"s at the end, literal ones too, and keeps them elsewhere.
+LITERAL_SPACE_SYMBOLS = ["▁", "▁▁", "x▁", "x ▁", "▁x", "▁ x", "a▁▁b", "the ▁ cat▁"]
+
+
+def random_strings(count, seed=0):
+    """Normalized strings of letters, spaces, "▁" and characters the vocabulary never saw."""
+    draws, alphabet = random.Random(seed), ["t", "h", "e", "a", " ", "▁", "☃", "Ä", "\u200b", "."]
+    return [normalize_text("".join(draws.choice(alphabet) for _ in range(draws.randint(0, 12)))) for _ in range(count)]
 
 
 def sentencepiece_bpe(byte_fallback):
@@ -151,8 +159,8 @@ def test_without_dropout_the_segmenter_is_sentencepieces_encoder(byte_fallback):
     sentences, model = sentencepiece_bpe(byte_fallback)
     reference = sentencepiece.SentencePieceProcessor(model_proto=model)
     segmenter = bpe_dropout.Segmenter(model)
-    for sentence in sentences + UNSEEN + [""]:
-        assert segmenter.encode(sentence, 0.0, random.Random(1)) == reference.encode(sentence), sentence
+    for sentence in sentences + UNSEEN + LITERAL_SPACE_SYMBOLS + random_strings(2000) + [""]:
+        assert segmenter.encode(sentence, 0.0, random.Random(1)) == reference.encode(sentence), repr(sentence)
     unseen_ids = reference.encode(UNSEEN[0])
     assert (reference.unk_id() in unseen_ids) != byte_fallback  # both ways of writing unknowns were met
 
