@@ -143,20 +143,21 @@ def random_strings(count, seed=0):
     return [normalize_text("".join(draws.choice(alphabet) for _ in range(draws.randint(0, 12)))) for _ in range(count)]
 
 
-def sentencepiece_bpe(byte_fallback):
-    """A BPE model trained by sentencepiece on the test sentences, as vocabulary.train_vocabulary trains one."""
+def sentencepiece_model(**options):
+    """The test sentences and a model sentencepiece's own trainer learns from them (BPE with
+    vocabulary.train_vocabulary's normalization unless `options` say otherwise)."""
     sentences = [normalize_text(side) for pair in sentence_pairs() for side in pair]
     model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model, model_type="bpe", vocab_size=400,
-        hard_vocab_limit=False, byte_fallback=byte_fallback, normalization_rule_name="identity", minloglevel=2)
+    settings = dict(model_type="bpe", vocab_size=400, hard_vocab_limit=False, normalization_rule_name="identity")
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, minloglevel=2,
+                                             **{**settings, **options})
     return sentences, model.getvalue()
 
 
 @pytest.mark.parametrize("byte_fallback", [True, False])
 def test_without_dropout_the_segmenter_is_sentencepieces_encoder(byte_fallback):
     """Unknown characters included: their bytes with byte fallback, one unknown id per run of them without."""
-    sentences, model = sentencepiece_bpe(byte_fallback)
+    sentences, model = sentencepiece_model(byte_fallback=byte_fallback)
     reference = sentencepiece.SentencePieceProcessor(model_proto=model)
     segmenter = bpe_dropout.Segmenter(model)
     for sentence in sentences + UNSEEN + LITERAL_SPACE_SYMBOLS + random_strings(2000) + [""]:
@@ -169,10 +170,10 @@ def test_without_dropout_the_segmenter_is_sentencepieces_encoder(byte_fallback):
 def test_merges_are_skipped_as_often_as_by_sentencepieces_sampler(dropout):
     """The mean pieces per sentence over 20 samples of each of 200 sentences: the means of five
     seeds spread by about 0.03 pieces (13.2 without dropout, 16.3 at p = 0.1, 25.3 at p = 0.5)."""
-    sentences, model = sentencepiece_bpe(True)
-    reference = sentencepiece.SentencePieceProcessor(model_proto=model)
-    draws = random.Random(5)
-    ours = statistics.mean(len(bpe_dropout.Segmenter(model).encode(s, dropout, draws)) for s in sentences * 20)
+    sentences, model = sentencepiece_model(byte_fallback=True)
+    reference, segmenter, draws = sentencepiece.SentencePieceProcessor(model_proto=model), bpe_dropout.Segmenter(model), \
+        random.Random(5)
+    ours = statistics.mean(len(segmenter.encode(s, dropout, draws)) for s in sentences * 20)
     sentencepiece.set_random_generator_seed(5)
     theirs = statistics.mean(map(len, reference.encode(sentences * 20, enable_sampling=True, alpha=dropout,
                                                        nbest_size=-1)))
@@ -182,13 +183,10 @@ def test_merges_are_skipped_as_often_as_by_sentencepieces_sampler(dropout):
 
 
 def test_a_vocabulary_not_made_by_datagen_is_refused_by_name():
-    sentences = [normalize_text(side) for pair in sentence_pairs() for side in pair]
-    model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
-                                             model_type="unigram", vocab_size=60, minloglevel=2)
+    _, model = sentencepiece_model(model_type="unigram", vocab_size=60)
     with pytest.raises(ValueError, match=r"^BPE-dropout samples .*; their.model is not one \(model_type 1, "
                                          r".*Let t2t-datagen train the vocabulary"):
-        bpe_dropout.Segmenter(model.getvalue(), "their.model")
+        bpe_dropout.Segmenter(model, "their.model")
 
 
 def test_sampled_pairs_too_long_are_counted_not_written(generated, tmp_path):
