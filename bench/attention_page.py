@@ -21,8 +21,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 
-from t2t_lite import checkpoints, inference, registry  # noqa: E402
-from t2t_lite.vocabulary import SymbolVocabulary  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.decode import inference
+from t2t_lite.train import checkpoints
+from t2t_lite.data.vocabulary import SymbolVocabulary  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from headless_chromium import CHROMIUM, DevTools  # noqa: E402  (the browser driver of the browser tests)

@@ -8,7 +8,7 @@
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
 the two memory probes (once, --memory_presets), then in each round the matmul peak, per
 preset the peers, t2t_lite, t2t_lite +XLA, t2t_lite in bfloat16, the exported SavedModel,
-per --quantize mode (int8, bfloat16: t2t_lite/quantization.py) the XLA decoder and the XLA
+per --quantize mode (int8, bfloat16: t2t_lite/decode/quantization.py) the XLA decoder and the XLA
 export with those product weights (decode only), the preset step's matmul-only bound
 (oneDNN's and XLA's kernels), and the matmul peak again (the higher one counts); with
 --repeats the rounds interleave every row.
@@ -22,7 +22,7 @@ inference engine (float32, and int8 weights with float32 elsewhere): decode only
 
 t2t_lite's rows are bench/peer_project.py on the same peer_common.py protocol, so inputs,
 warm-up and timing are identical. t2t_lite-savedmodel is the model exported by
-t2t_lite/export.py, loaded with tf.saved_model.load and called through its
+t2t_lite/serve/export.py, loaded with tf.saved_model.load and called through its
 `translate_ids` signature (decode only; bench/peer_project.py --savedmodel says how every
 hypothesis is made to run to 30 tokens). The figures, ratios and targets are
 bench/peer_summary.py's; --json prints one JSON object per preset instead of the tables.

@@ -11,7 +11,7 @@ sentence grows with the output length.
     .venv/bin/python bench/decode.py --presets=tiny --repeats=5
     TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python bench/decode.py --presets=base
 
-On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/cpu_features.py);
+On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/train/cpu_features.py);
 TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's, which TensorFlow alone picks on CPUs without VNNI,
 AVX-512 BF16 or AMX. The header line says which ran.
 """
@@ -27,7 +27,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_variable, str(THREADS))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-from t2t_lite import cpu_features  # noqa: E402
+from t2t_lite.train import cpu_features  # noqa: E402
 
 cpu_features.use_onednn_kernels()  # as the t2t-* tools do; TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's kernels
 
@@ -35,8 +35,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
-from t2t_lite import decoding, registry  # noqa: E402
-from t2t_lite.models import Transformer  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.decode import decoding
+from t2t_lite.model.models import Transformer  # noqa: E402
 
 PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
 SENTENCES, SOURCE_LENGTH, OUTPUT_LENGTH = 32, 20, 30

@@ -6,7 +6,7 @@
 A cached beam-4 step of 32 sentences multiplies 128 rows by each decoder layer's projections
 (512 × 512; the FFN's 512 × 2,048 and 2,048 × 512) and by the vocabulary projection
 (512 × 37,000). Each shape is timed as XLA compiles it (`jit_compile=True`, 2 threads) in the
-three forms t2t_lite/quantization.py can give it:
+three forms t2t_lite/decode/quantization.py can give it:
 
     float32     tf.matmul(float32, float32)                                 (quantize='')
     int8        tf.matmul(int8, int8, output_type=int32)                    (quantize=int8)

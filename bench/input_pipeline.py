@@ -22,8 +22,9 @@ import time
 
 import numpy as np
 
-from t2t_lite import datagen, registry
-from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite import registry
+from t2t_lite.data import datagen
+from t2t_lite.data.input_pipeline import batched_dataset
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "data", "wmt_sample")

@@ -28,7 +28,7 @@
 # VOCAB_SIZE (unset: translate_files' own, 8,000; a size N trains through a problem the script registers
 # in WORK/usr with --t2t_usr_dir, translate_files_vocabN: translate_files with approx_vocab_size N),
 # BPE_DROPOUT (unset: deterministic BPE; a probability p writes the training split as BPE_DROPOUT_COPIES (16)
-# BPE-dropout segmentations of each pair, t2t_lite/bpe_dropout.py, through the same registered problem, whose
+# BPE-dropout segmentations of each pair, t2t_lite/data/bpe_dropout.py, through the same registered problem, whose
 # name then ends in _bpe_dropout),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
 # averaging another number of them can be tried afterwards. Each phase prints its wall-clock
@@ -97,7 +97,7 @@ print(registry.hparams(sys.argv[1]).override(sys.argv[2]).learning_rate_decay_st
 fi
 dtype_why="DTYPE=$DTYPE"
 if [ "$DTYPE" = auto ]; then
-  DTYPE=$("$BIN/python" -m t2t_lite.cpu_features)
+  DTYPE=$("$BIN/python" -m t2t_lite.train.cpu_features)
   dtype_why="DTYPE=auto: this CPU $([ "$DTYPE" = bfloat16 ] && echo has || echo has no) bfloat16 units"
 fi
 case "$DTYPE" in bfloat16|float32) ;;

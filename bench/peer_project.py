@@ -20,7 +20,7 @@ What is timed is what a user gets:
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
-  * `--quantize int8` / `--quantize bfloat16` decodes with t2t_lite/quantization.py's int8
+  * `--quantize int8` / `--quantize bfloat16` decodes with t2t_lite/decode/quantization.py's int8
     products or bfloat16 product weights (what `--decode_hparams=quantize=...` gives
     t2t-decoder and t2t-exporter), converted from the same random float32 weights; decoding
     only (training never is), so give --skip-train; with --savedmodel, that export;
@@ -54,7 +54,7 @@ import sys
 import tempfile
 
 from compare_peers import PeersNotFoundError, find_peers_dir
-from t2t_lite import cpu_features
+from t2t_lite.train import cpu_features
 
 
 def _import_peer_common():
@@ -82,8 +82,12 @@ tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
 import t2t_lite  # noqa: E402
-from t2t_lite import checkpoints, decoding, export, flops, quantization, registry, train_step, vocabulary  # noqa: E402
-from t2t_lite.schedule import adam_optimizer  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.data import vocabulary
+from t2t_lite.decode import decoding, quantization
+from t2t_lite.serve import export
+from t2t_lite.train import checkpoints, flops, train_step
+from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 import matmul_peak  # noqa: E402  (bench/, this script's folder)
 
@@ -138,7 +142,7 @@ def time_training(steps, hparams, cfg, seed):
     step_flops = flops.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
     result["flops_per_step"] = step_flops
     result["flops_per_s"] = pc.summary([step_flops / seconds for seconds in result["step_s"]["values"]], nd=0)
-    result["optimizer"] = ("t2t_lite.train_step.StepFunctions.train_step (FusedAdam, eq. 3 schedule, "
+    result["optimizer"] = ("t2t_lite.train.train_step.StepFunctions.train_step (FusedAdam, eq. 3 schedule, "
                            "hand-written loss gradient)")
     return result
 
@@ -160,7 +164,7 @@ def time_decoding(model, cfg, modes, xla=False):
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
             lambda batch, settings=settings: decoding.decode_batch(model, batch, **settings)[0], source, cfg,
-            method=f"t2t_lite.decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
+            method=f"t2t_lite.decode.decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
             beam_size=beam_size, alpha=cfg["beam_alpha"])
         if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
             raise RuntimeError(f"{name} decoding returned {results[name]['out_shape']}, expected "
@@ -334,7 +338,7 @@ def extra_flags(parser):
     parser.add_argument("--matmul_bound", action="store_true",
                         help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
     parser.add_argument("--quantize", default="", choices=quantization.MODES,
-                        help="decode with int8 products or bfloat16 product weights (t2t_lite/quantization.py); "
+                        help="decode with int8 products or bfloat16 product weights (t2t_lite/decode/quantization.py); "
                              "decoding only: give --skip-train")
 
 

@@ -24,7 +24,7 @@ import statistics
 PEERS = ("modelgarden", "torch", "kerashub", "modelgarden-xla", "kerashub-xla", "ctranslate2", "ctranslate2-int8")
 CT2, CT2_INT8 = "ctranslate2", "ctranslate2-int8"
 OURS, OURS_XLA, OURS_BF16, OURS_SAVEDMODEL = "t2t_lite", "t2t_lite-xla", "t2t_lite-bf16", "t2t_lite-savedmodel"
-# int8 or bfloat16 product weights (t2t_lite/quantization.py), decode only: the XLA decoder and the XLA export.
+# int8 or bfloat16 product weights (t2t_lite/decode/quantization.py), decode only: the XLA decoder and the XLA export.
 OURS_XLA_INT8, OURS_SAVEDMODEL_INT8 = "t2t_lite-xla-int8", "t2t_lite-savedmodel-int8"
 OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS = "t2t_lite-xla-bf16-weights", "t2t_lite-savedmodel-bf16-weights"
 OUR_VARIANTS = {OURS_XLA: "xla", OURS_BF16: "bf16", OURS_SAVEDMODEL: "savedmodel",  # summary key of each

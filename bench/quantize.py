@@ -1,4 +1,4 @@
-"""What converting a built model's product weights for decoding costs (t2t_lite/quantization.py).
+"""What converting a built model's product weights for decoding costs (t2t_lite/decode/quantization.py).
 
     .venv/bin/python bench/quantize.py [--hparams_set=transformer_base] [--vocab_size=37000]
 
@@ -19,7 +19,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from t2t_lite import checkpoints, quantization, registry  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.decode import quantization
+from t2t_lite.train import checkpoints
 
 
 def convert(hparams_set: str, vocab_size: int, mode: str) -> dict:

@@ -3,10 +3,10 @@
 Issue 19's recipe is judged by one CPU-hour of `bench/multi30k.sh`; each of its runs costs that hour.
 This script trains the same model the same way for a given number of updates on a GPU (under
 `KERAS_BACKEND=jax`: no TensorFlow needed) and scores val, so that the CPU runs go to the changes
-that a screen ranks first. What is the same as `t2t-trainer`: the `Transformer` (t2t_lite/models.py),
-`padded_cross_entropy` (t2t_lite/loss.py), Adam with the set's β1, β2, ε, eq. 3 with tensor2tensor's
-linear decay over the last `learning_rate_decay_steps` updates (t2t_lite/schedule.py), token batches
-of `batch_size` per side bucketed by the longer side (t2t_lite/input_pipeline.py's boundaries, both
+that a screen ranks first. What is the same as `t2t-trainer`: the `Transformer` (t2t_lite/model/models.py),
+`padded_cross_entropy` (t2t_lite/train/loss.py), Adam with the set's β1, β2, ε, eq. 3 with tensor2tensor's
+linear decay over the last `learning_rate_decay_steps` updates (t2t_lite/train/schedule.py), token batches
+of `batch_size` per side bucketed by the longer side (t2t_lite/data/input_pipeline.py's boundaries, both
 sides padded to the bucket, as under `xla_compile`), the SentencePiece vocabulary (give the one
 `t2t-datagen` wrote) and the ids (pad 0, EOS 1). What differs, so these are screen figures and not
 the recipe's: greedy decoding of val instead of beam 4 (scored with sacreBLEU against the raw
@@ -111,7 +111,7 @@ def run_one(args, name, overrides, updates):
     import keras
     import numpy as np
 
-    from t2t_lite.models import Transformer
+    from t2t_lite.model.models import Transformer
 
     # The set's function itself: registry.hparams() would also import the problems, which need TensorFlow.
     hparams = getattr(sys.modules["t2t_lite.hparams.transformer"], args.hparams_set)()
@@ -149,7 +149,7 @@ def load_vocab(path):
 
 def read_lines(path):
     with open(path, encoding="utf-8") as f:
-        return [" ".join(line.split()) for line in f]  # t2t_lite.vocabulary.normalize_text
+        return [" ".join(line.split()) for line in f]  # t2t_lite.data.vocabulary.normalize_text
 
 
 def encode_pairs(vocab, source_path, target_path, max_length):
@@ -162,7 +162,7 @@ def encode_pairs(vocab, source_path, target_path, max_length):
 
 
 def bucket_lengths(hparams):
-    """t2t_lite.input_pipeline.bucket_lengths (that module needs TensorFlow): tensor2tensor's boundaries."""
+    """t2t_lite.data.input_pipeline.bucket_lengths (that module needs TensorFlow): tensor2tensor's boundaries."""
     lengths, length = [], hparams.min_length_bucket
     while length < hparams.max_length:
         lengths.append(length)
@@ -206,7 +206,7 @@ def pad_batch(pairs, length, rows, np):
 
 
 def eq3_with_decay(hparams, train_steps):
-    """t2t_lite.schedule.NoamSchedule for optax (a count from 0 → step = count + 1)."""
+    """t2t_lite.train.schedule.NoamSchedule for optax (a count from 0 → step = count + 1)."""
     import jax.numpy as jnp
     warmup = float(max(hparams.learning_rate_warmup_steps, 1))
 
@@ -225,7 +225,7 @@ def train_model(model, hparams, train, val, updates, eval_every, rng, label=""):
     import jax
     import optax
 
-    from t2t_lite.loss import padded_cross_entropy
+    from t2t_lite.train.loss import padded_cross_entropy
 
     optimizer = optax.adam(eq3_with_decay(hparams, updates), b1=hparams.optimizer_adam_beta1,
                            b2=hparams.optimizer_adam_beta2, eps=hparams.optimizer_adam_epsilon)
@@ -262,7 +262,7 @@ def dev_perplexity_of(model, val):
     import jax
     import numpy as np
 
-    from t2t_lite.loss import padded_cross_entropy
+    from t2t_lite.train.loss import padded_cross_entropy
 
     @jax.jit
     def sums(state, inputs, targets):

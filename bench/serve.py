@@ -42,11 +42,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded graph)
 
-from t2t_lite import checkpoints, export, registry, vocabulary, warmup  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.data import vocabulary
+from t2t_lite.serve import export, warmup
+from t2t_lite.train import checkpoints
 
 VOCAB_SIZE = 1000
 # --exports: each kind's --decode_hparams beside the user's; xla-int8 and xla-bf16-weights are
-# t2t_lite/quantization.py's int8 products and bfloat16 product weights.
+# t2t_lite/decode/quantization.py's int8 products and bfloat16 product weights.
 EXPORT_KINDS = {"plain": "xla=false", "xla": "xla=true", "xla-int8": "xla=true,quantize=int8",
                 "xla-bf16-weights": "xla=true,quantize=bfloat16"}
 

@@ -5,14 +5,14 @@
 
 Each micro-batch is batch_size // length sentences of `length` random ids (no padding),
 so tokens = sentences × length per step; FLOPs per step follow the estimate documented
-in t2t_lite/flops.py. The first (tracing/compiling) steps are not timed. On x86-64 it runs
+in t2t_lite/train/flops.py. The first (tracing/compiling) steps are not timed. On x86-64 it runs
 TensorFlow's oneDNN kernels, as t2t-trainer does (TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's).
 """
 
 import argparse
 import time
 
-from t2t_lite import cpu_features
+from t2t_lite.train import cpu_features
 
 cpu_features.use_onednn_kernels()  # before TensorFlow loads: it reads the switch then
 
@@ -20,8 +20,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from t2t_lite import checkpoints, flops, registry, train_step  # noqa: E402
-from t2t_lite.schedule import adam_optimizer  # noqa: E402
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.train import checkpoints, flops, train_step
+from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 
 def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, warmup_steps):

@@ -11,10 +11,10 @@ hundred steps on a CPU. There is no vocabulary file: `SymbolVocabulary` is fixed
 import abc
 import random
 
-from t2t_lite import datagen
+from t2t_lite.data import datagen
 from t2t_lite.problem import Problem
 from t2t_lite.registry import register_problem
-from t2t_lite.vocabulary import EOS_ID, NUM_RESERVED_IDS, SymbolVocabulary
+from t2t_lite.data.vocabulary import EOS_ID, NUM_RESERVED_IDS, SymbolVocabulary
 
 
 class AlgorithmicProblem(Problem):

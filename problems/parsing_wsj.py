@@ -4,7 +4,7 @@
 Penn Treebank, about 40K training sentences", with a 16K-token vocabulary, beam 21,
 α = 0.3 and a maximum output length of input length + 300. Inputs are the words of
 a sentence; targets are its tree linearized as in Vinyals & Kaiser et al. (2015),
-see `t2t_lite.trees`.
+see `t2t_lite.data.trees`.
 
 The treebank is licensed by the LDC (LDC99T42), so the user supplies it:
 
@@ -16,7 +16,7 @@ With that standard layout the standard split is used: sections 02-21 train,
 `<tmp_dir>/wsj` (e.g. NLTK's 10% sample) is split by file: a file goes to dev when
 the MD5 of its name modulo 20 is 0, to test when it is 1, else to train.
 
-A split's `.mrg` files are the raw files t2t-datagen records (`t2t_lite.raw_fingerprint`):
+A split's `.mrg` files are the raw files t2t-datagen records (`t2t_lite.data.raw_fingerprint`):
 a rerun after one of them changed, or one was added or removed, stops and names it;
 `--overwrite` regenerates.
 """
@@ -25,7 +25,7 @@ import glob
 import hashlib
 import os
 
-from t2t_lite import trees
+from t2t_lite.data import trees
 from t2t_lite.problem import TextProblem
 from t2t_lite.registry import register_problem
 

@@ -11,7 +11,7 @@ file and invalid UTF-8 stop datagen with the file and line to fix.
 The shared BPE vocabulary (§5.1) asks for 8,000 pieces, a size that suits corpora
 from ten thousand to a few hundred thousand sentence pairs; on less text
 SentencePiece learns as many merges as the text supports and the vocabulary file
-records the smaller size (see `t2t_lite.vocabulary.train_vocabulary`).
+records the smaller size (see `t2t_lite.data.vocabulary.train_vocabulary`).
 """
 
 import os
@@ -47,7 +47,7 @@ def check_lines(path: str) -> int:
 def read_lines(path: str):
     """The lines of a UTF-8 text file (checked by `check_lines`), one at a time.
 
-    As in `t2t_lite.text_lines`, a line ends at "\\n" only, and a "\\r" before it is dropped.
+    As in `t2t_lite.data.text_lines`, a line ends at "\\n" only, and a "\\r" before it is dropped.
     """
     with open(path, "rb") as file:
         for raw in file:

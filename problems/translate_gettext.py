@@ -23,7 +23,7 @@ How catalogs become pairs (`catalog_pairs`):
   anywhere in a word (`Spei_chern`); a word-initial `_` that only the translation has
   is removed too. `&&`, `__`, `&amp;` and identifiers such as `foo_bar` are left alone.
 - printf placeholders (`%s`, `%1$d`, `%(name)s`, `{0}`) are kept exactly as written.
-- Whitespace is normalized as everywhere (`t2t_lite.vocabulary.normalize_text`), so
+- Whitespace is normalized as everywhere (`t2t_lite.data.vocabulary.normalize_text`), so
   multi-line help texts become one line; those longer than `max_subword_length`
   ids are dropped from training.
 - Duplicate pairs (the same message in several packages) are kept once; pairs that
@@ -33,7 +33,7 @@ How catalogs become pairs (`catalog_pairs`):
   first or second `HOLDOUT_PERCENT` percent, else to train, so an English sentence
   (with all its translations) is in exactly one split, whatever the catalogs.
 
-The catalogs are the raw files that t2t-datagen records (`t2t_lite.raw_fingerprint`,
+The catalogs are the raw files that t2t-datagen records (`t2t_lite.data.raw_fingerprint`,
 by absolute path): after a package is installed, upgraded or removed, a rerun on the
 same --data_dir stops and names the catalogs that appeared, changed or disappeared;
 `--overwrite` regenerates the data from the catalogs installed now.
@@ -47,7 +47,7 @@ import struct
 
 from t2t_lite.problem import TextProblem
 from t2t_lite.registry import register_problem
-from t2t_lite.vocabulary import normalize_text
+from t2t_lite.data.vocabulary import normalize_text
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 HOLDOUT_PERCENT = 3  # Percent of English messages held out for dev, and again for test.

@@ -11,7 +11,7 @@ The tfds configs `wmt14_translate/de-en` and `.../fr-en` yield {"de"/"fr": ..., 
 whichever way round they are named; we read English as the source.
 tfds keeps its downloads and prepared files under `<tmp_dir>/tensorflow_datasets`;
 files that tfds cannot download itself go in `<tmp_dir>/manual` (its manual_dir).
-No raw-file record is kept (`raw_files` stays empty, see `t2t_lite.raw_fingerprint`):
+No raw-file record is kept (`raw_files` stays empty, see `t2t_lite.data.raw_fingerprint`):
 tfds checks each download against the size and SHA-256 it registers for the URL, and
 the WMT14 release does not change.
 The vocabulary is trained on a shuffled sample of `max_vocab_sentences` sentences.

@@ -19,8 +19,9 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite import bpe_dropout, datagen, registry, seeded_shuffle
-from t2t_lite.vocabulary import Vocabulary, train_vocabulary
+from t2t_lite import registry
+from t2t_lite.data import bpe_dropout, datagen, seeded_shuffle
+from t2t_lite.data.vocabulary import Vocabulary, train_vocabulary
 
 MODES = datagen.SPLITS  # "train", "dev", "test"
 
@@ -89,9 +90,9 @@ class Problem(abc.ABC):
         `shuffle_files` (default: only in "train") shuffles the order of the shards
         with `seed`; otherwise shards are read one after another, in file order.
         `share=(index, count)` reads only the shards index::count (in name order): one
-        training replica's own files (`t2t_lite.replica_input`).
+        training replica's own files (`t2t_lite.train.replica_input`).
         `hparams` is accepted for tensor2tensor's signature; batching by hparams
-        happens in `t2t_lite.input_pipeline.batched_dataset`.
+        happens in `t2t_lite.data.input_pipeline.batched_dataset`.
         """
         del hparams
         files = datagen.complete_shards(data_dir, self.base_name, mode)
@@ -140,7 +141,7 @@ class TextProblem(Problem):
     max_vocab_sentences = 1_000_000  # Sentences sampled to train the vocabulary on large corpora.
     max_subword_length = 1024  # Training pairs with a longer side (in ids) are dropped at datagen.
     drop_identical_pairs = False  # Drop pairs whose source equals their target (e.g. untranslated).
-    bpe_dropout = 0.0  # BPE-dropout's p for the training split (t2t_lite.bpe_dropout); 0 = deterministic BPE.
+    bpe_dropout = 0.0  # BPE-dropout's p for the training split (t2t_lite.data.bpe_dropout); 0 = deterministic BPE.
     bpe_dropout_copies = 16  # With bpe_dropout: differently segmented copies of each training pair written.
 
     @abc.abstractmethod

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from t2t_lite.attention import MultiHeadAttention, causal_bias, padding_bias, scaled_dot_product_attention
+from t2t_lite.model.attention import MultiHeadAttention, causal_bias, padding_bias, scaled_dot_product_attention
 
 RNG = np.random.default_rng(0)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
-from t2t_lite.attention_page import render, sentence_data, write_page
-from t2t_lite.attention_plot import AXES
+from t2t_lite.insights.attention_page import render, sentence_data, write_page
+from t2t_lite.insights.attention_plot import AXES
 
 SOURCE = ["▁Die", "▁Katze", "</script><b>", "<eos>"]
 TARGET = ["▁The", "▁cat", "▁sat", "<eos>"]

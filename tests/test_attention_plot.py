@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from t2t_lite.attention_plot import plot_attention
+from t2t_lite.insights.attention_plot import plot_attention
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

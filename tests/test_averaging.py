@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
 
-from t2t_lite import averaging, checkpoints, registry
+from t2t_lite import registry
+from t2t_lite.train import averaging, checkpoints
 from t2t_lite.cli import avg_all
 from test_checkpoints import small_model, write_checkpoints
 

@@ -11,7 +11,7 @@ ALLOWED_TOP_LEVEL = {"keras", "t2t_lite", "math"}
 
 
 def module_tree(module):
-    return ast.parse((pathlib.Path(t2t_lite.__file__).parent / f"{module}.py").read_text())
+    return ast.parse((pathlib.Path(t2t_lite.__file__).parent / "model" / f"{module}.py").read_text())
 
 
 TENSORFLOW_ONLY = {"compiled_by_xla", "replica_in_sync"}
@@ -41,7 +41,7 @@ def _imports_outside_tensorflow_branch(tree):
 def test_model_modules_import_only_keras():
     for module in MODEL_MODULES:
         outside = set(imported_packages(module)) - ALLOWED_TOP_LEVEL
-        assert not outside, f"t2t_lite/{module}.py imports {outside}; layers must use keras.ops only"
+        assert not outside, f"t2t_lite/model/{module}.py imports {outside}; layers must use keras.ops only"
 
 
 def test_the_tensorflow_imports_are_guarded_by_the_backend():

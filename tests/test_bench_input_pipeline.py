@@ -5,7 +5,8 @@ import re
 import subprocess
 import sys
 
-from t2t_lite import datagen, registry
+from t2t_lite import registry
+from t2t_lite.data import datagen
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "input_pipeline.py")
 

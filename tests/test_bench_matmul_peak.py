@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from t2t_lite import flops, registry
+from t2t_lite import registry
+from t2t_lite.train import flops
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 spec = importlib.util.spec_from_file_location("matmul_peak", os.path.join(BENCH, "matmul_peak.py"))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from t2t_lite import cpu_features
+from t2t_lite.train import cpu_features
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "multi30k.sh")
 WORDS = {"a": "ein", "dog": "Hund", "cat": "Katze", "runs": "rennt", "sleeps": "schläft", "big": "großer",

@@ -10,7 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from t2t_lite import input_pipeline, registry
+from t2t_lite import registry
+from t2t_lite.data import input_pipeline
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "screen_gpu.py")
 

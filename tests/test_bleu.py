@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from t2t_lite import bleu
+from t2t_lite.evaluate import bleu
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

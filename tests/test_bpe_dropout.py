@@ -20,9 +20,9 @@ import pytest
 import sentencepiece
 import tensorflow as tf
 
-from t2t_lite import bpe_dropout, datagen
+from t2t_lite.data import bpe_dropout, datagen
 from t2t_lite.problems.translate_files import TranslateFiles
-from t2t_lite.vocabulary import EOS_ID, Vocabulary, normalize_text
+from t2t_lite.data.vocabulary import EOS_ID, Vocabulary, normalize_text
 
 from test_problem import read_records, sentence_pairs, write_corpus
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import checkpoints, registry
+from t2t_lite import registry
+from t2t_lite.train import checkpoints
 
 
 def small_model():

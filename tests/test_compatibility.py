@@ -14,7 +14,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export's graph uses)
 
-from t2t_lite import checkpoints, decoding, inference, registry
+from t2t_lite import registry
+from t2t_lite.decode import decoding, inference
+from t2t_lite.train import checkpoints
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
 SENTENCES = ["die katze läuft", "der hund", "grün haus straße", "the cat runs quickly", ""]

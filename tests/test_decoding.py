@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import decoding
+from t2t_lite.decode import decoding
 from t2t_lite.hparam import HParams
-from t2t_lite.models import Transformer
+from t2t_lite.model.models import Transformer
 
 EOS = 1
 

@@ -1,6 +1,6 @@
 """MirroredStrategy over two logical CPU devices gives the losses of one device for the same global batches.
 
-In training each replica reads its own train shards (`t2t_lite.replica_input`), so the one-device
+In training each replica reads its own train shards (`t2t_lite.train.replica_input`), so the one-device
 reference is fed both replicas' batches side by side.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import distribution
+from t2t_lite.train import distribution
 from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,8 +26,9 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 import numpy as np
-from t2t_lite import checkpoints, distribution, registry, replica_input, train_step, trainer
-from t2t_lite.schedule import adam_optimizer
+from t2t_lite import registry
+from t2t_lite.train import checkpoints, distribution, replica_input, train_step, trainer
+from t2t_lite.train.schedule import adam_optimizer
 
 data_dir, output_dir = sys.argv[1], sys.argv[2]
 problem = registry.problem("algorithmic_reverse")
@@ -86,7 +87,7 @@ for _ in range(3):
     report["side_by_side"].append(float(sums[0] / sums[2]))
 
 # Dropout: each replica its own masks (the seed generator is one mirrored variable).
-from t2t_lite.dropout import Dropout
+from t2t_lite.model.dropout import Dropout
 strategy = distribution.strategy_for(2)
 with strategy.scope():
     layer = Dropout(0.5, seed=3)

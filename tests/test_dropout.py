@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.dropout import Dropout, SymbolDropout, compiled_by_xla, drop_threshold, hash_dropout, mix
+from t2t_lite.model.dropout import Dropout, SymbolDropout, compiled_by_xla, drop_threshold, hash_dropout, mix
 
 
 def lowbias32(value: int) -> int:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from t2t_lite.embedding import SharedEmbedding
+from t2t_lite.model.embedding import SharedEmbedding
 
 
 def test_embedding_scaled_by_sqrt_d_model_and_padding_is_zero():

@@ -19,7 +19,11 @@ import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
 
-from t2t_lite import checkpoints, decoding, export, inference, registry, vocabulary
+from t2t_lite import registry
+from t2t_lite.data import vocabulary
+from t2t_lite.decode import decoding, inference
+from t2t_lite.serve import export
+from t2t_lite.train import checkpoints
 from t2t_lite.cli import exporter
 from t2t_lite.hparam import HParamsError
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from t2t_lite.feed_forward import FeedForward
+from t2t_lite.model.feed_forward import FeedForward
 
 
 def test_equation_2():

@@ -1,6 +1,7 @@
 """The FLOPs estimate of a training step, counted by hand from §3's layer shapes."""
 
-from t2t_lite import flops, registry
+from t2t_lite import registry
+from t2t_lite.train import flops
 
 
 def test_flops_estimate_of_the_base_model():

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from t2t_lite import registry, schedule
+from t2t_lite import registry
+from t2t_lite.train import schedule
 from t2t_lite.hparam import HParams
 
 BASE = {

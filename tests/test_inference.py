@@ -9,11 +9,14 @@ import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
 
-from t2t_lite import checkpoints, datagen, decoding, registry
+from t2t_lite import registry
+from t2t_lite.data import datagen
+from t2t_lite.decode import decoding
+from t2t_lite.train import checkpoints
 from t2t_lite.cli import decoder as decoder_cli
 from t2t_lite.hparam import HParamsError
-from t2t_lite.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
-from t2t_lite.text_lines import read_lines as read_input_lines
+from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
+from t2t_lite.data.text_lines import read_lines as read_input_lines
 from test_attention_page import page_attention, page_data
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
@@ -235,7 +238,7 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
 
 
 def test_interactive_reads_stdin_until_end(trained):
-    from t2t_lite.inference import decode_interactive
+    from t2t_lite.decode.inference import decode_interactive
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()
@@ -245,7 +248,7 @@ def test_interactive_reads_stdin_until_end(trained):
 
 
 def test_interactive_names_a_bad_line_and_goes_on(trained, capsys):
-    from t2t_lite.inference import decode_interactive
+    from t2t_lite.decode.inference import decode_interactive
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import datagen, input_pipeline, registry
-from t2t_lite.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
+from t2t_lite import registry
+from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.data.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
 from t2t_lite.problems.algorithmic import AlgorithmicProblem
-from t2t_lite.vocabulary import EOS_ID
+from t2t_lite.data.vocabulary import EOS_ID
 
 
 class Lengths(AlgorithmicProblem):

@@ -17,9 +17,10 @@ import pytest
 from absl import flags as absl_flags
 
 from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
-from t2t_lite import checkpoints, insights
+from t2t_lite.insights import insights
+from t2t_lite.train import checkpoints
 from t2t_lite.cli import insights as insights_cli
-from t2t_lite.inference import DecodeHParams, translate
+from t2t_lite.decode.inference import DecodeHParams, translate
 from test_attention_page import page_attention
 from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
 

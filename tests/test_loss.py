@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from t2t_lite import loss
+from t2t_lite.train import loss
 
 VOCAB = 11
 

@@ -2,7 +2,7 @@
 
 MultiWorkerMirroredStrategy over two one-CPU workers must give the losses of
 MirroredStrategy over two logical CPUs of one process (same global batch: in both, replica
-r reads train shard r of the two, `t2t_lite.replica_input`), each worker must say it reads
+r reads train shard r of the two, `t2t_lite.train.replica_input`), each worker must say it reads
 only its own shard, only the chief may write into --output_dir, a lost worker must stop the
 other with a message that says to relaunch all, and a relaunch must resume to the
 uninterrupted losses.
@@ -34,12 +34,13 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.
 ONE_PROCESS = r"""
 import sys
-from t2t_lite import cpu_features
+from t2t_lite.train import cpu_features
 cpu_features.use_onednn_kernels()  # the kernels the t2t-trainer workers run: the same sums
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from t2t_lite import registry, trainer
+from t2t_lite import registry
+from t2t_lite.train import trainer
 data_dir, output_dir, hparams, train_steps, save_every = sys.argv[1:6]
 trainer.train_and_evaluate(registry.problem("algorithmic_reverse"),
                            registry.hparams("transformer_tiny").override(hparams), data_dir, output_dir,

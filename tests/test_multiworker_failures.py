@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from t2t_lite import run_lock
+from t2t_lite.train import run_lock
 from test_multiworker import (ENV, HPARAMS, REPO, finish, free_ports,  # noqa: F401  (started: a fixture)
                               kill_after_checkpoint_and_see_the_other_stop, launch_workers, started)
 

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from t2t_lite import parse_eval, trees
+from t2t_lite.data import trees
+from t2t_lite.evaluate import parse_eval
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOHN = "(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))"  # S NP VP NP over 4 scored words

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from t2t_lite.positional import PositionEncoding, sinusoid_table
+from t2t_lite.model.positional import PositionEncoding, sinusoid_table
 
 
 def test_sinusoid_table_is_the_formula():

@@ -10,7 +10,8 @@ import sentencepiece
 import tensorflow as tf
 from absl.testing import flagsaver
 
-from t2t_lite import datagen, registry
+from t2t_lite import registry
+from t2t_lite.data import datagen
 from t2t_lite.cli import datagen as datagen_cli
 from t2t_lite.cli import flags
 from t2t_lite.problems.algorithmic import AlgorithmicReverse

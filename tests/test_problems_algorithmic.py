@@ -1,7 +1,8 @@
 """algorithmic_reverse / algorithmic_identity: synthetic smoke-test problems."""
 
-from t2t_lite import datagen, input_pipeline, registry
-from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite import registry
+from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.data.input_pipeline import batched_dataset
 from t2t_lite.problems.algorithmic import AlgorithmicIdentity, AlgorithmicReverse
 
 

@@ -7,8 +7,9 @@ import struct
 
 import pytest
 
-from t2t_lite import datagen, input_pipeline, registry
-from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite import registry
+from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.data.input_pipeline import batched_dataset
 from t2t_lite.problems import translate_gettext
 from t2t_lite.problems.translate_gettext import TranslateEndeGettext, read_mo
 

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from t2t_lite import datagen, registry, trees
-from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite import registry
+from t2t_lite.data import datagen, trees
+from t2t_lite.data.input_pipeline import batched_dataset
 from t2t_lite.problems import parsing_wsj
 from t2t_lite.problems.parsing_wsj import ParsingWsj
 

@@ -4,8 +4,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from t2t_lite import datagen, registry
-from t2t_lite.input_pipeline import batched_dataset
+from t2t_lite import registry
+from t2t_lite.data import datagen
+from t2t_lite.data.input_pipeline import batched_dataset
 from t2t_lite.problems.translate_wmt import TranslateEnde, TranslateEnfr
 
 

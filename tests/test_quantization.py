@@ -1,4 +1,4 @@
-"""Lower-precision products for decoding (t2t_lite/quantization.py) against each mode's formula, written out
+"""Lower-precision products for decoding (t2t_lite/decode/quantization.py) against each mode's formula, written out
 here in numpy.
 
 int8:      s_W[j] = 127 / max_i |W[i, j]|,  W_q = round(W · s_W);  s_x = 127 / max_i |x[i]|,  x_q = round(x · s_x)
@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import decoding, inference, quantization, registry
-from t2t_lite.embedding import SharedEmbedding
+from t2t_lite import registry
+from t2t_lite.decode import decoding, inference, quantization
+from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.hparam import HParams, HParamsError
-from t2t_lite.models import Transformer
+from t2t_lite.model.models import Transformer
 
 VOCAB, HIDDEN = 50, 16
 

@@ -6,7 +6,7 @@ import os
 import pytest
 from absl.testing import flagsaver
 
-from t2t_lite import datagen, raw_fingerprint
+from t2t_lite.data import datagen, raw_fingerprint
 from t2t_lite.cli import datagen as datagen_cli
 from t2t_lite.cli import flags
 from t2t_lite.problems.translate_gettext import TranslateEndeGettext

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import datagen, input_pipeline, registry, replica_input, trainer
-from t2t_lite.vocabulary import EOS_ID
+from t2t_lite import registry
+from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.train import replica_input, trainer
+from t2t_lite.data.vocabulary import EOS_ID
 
 # Shard i of algorithmic_reverse holds only symbol 2 + i, so any batch row tells which file it came from;
 # the shards differ in size, so the replicas' epochs end after different numbers of batches.
@@ -48,7 +50,7 @@ def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marke
     """With one replica, epoch e is batched_dataset(seed=random_seed + e) over all files, as before.
 
     Under any global seed: the trainer sets it from --random_seed, and with 0 TensorFlow's own
-    Dataset.shuffle cannot take the epoch's tensor seed (t2t_lite.seeded_shuffle).
+    Dataset.shuffle cannot take the epoch's tensor seed (t2t_lite.data.seeded_shuffle).
     """
     keras.utils.set_random_seed(global_seed)
     problem = registry.problem("algorithmic_reverse")
@@ -161,7 +163,8 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import numpy as np
-from t2t_lite import distribution, registry, replica_input, trainer
+from t2t_lite import registry
+from t2t_lite.train import distribution, replica_input, trainer
 
 data_dir, output_dir, overrides = sys.argv[1:4]
 problem = registry.problem("algorithmic_reverse")

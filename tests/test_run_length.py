@@ -1,10 +1,10 @@
-"""A run's length fitted to --train_minutes, so the linear decay ends inside the bound (t2t_lite.run_length)."""
+"""A run's length fitted to --train_minutes, so the linear decay ends inside the bound (t2t_lite.train.run_length)."""
 
 import json
 
 import pytest
 
-from t2t_lite import run_length, schedule
+from t2t_lite.train import run_length, schedule
 
 
 def fitted(train_steps=10**6, decay_steps=20, train_minutes=10.0):

@@ -12,7 +12,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from t2t_lite import run_lock
+from t2t_lite.train import run_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"

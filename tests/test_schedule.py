@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import registry, schedule
+from t2t_lite import registry
+from t2t_lite.train import schedule
 
 
 def eq3(step, d_model=512, warmup=4000):
@@ -57,7 +58,7 @@ def test_linear_decay_needs_train_steps_and_keeps_its_config():
 
 
 def test_linear_decay_follows_a_train_steps_variable_inside_a_compiled_function():
-    # A run fitted to the clock (t2t_lite.run_length) moves train_steps while the step function stays traced.
+    # A run fitted to the clock (t2t_lite.train.run_length) moves train_steps while the step function stays traced.
     train_steps = tf.Variable(1000, dtype=tf.int64, trainable=False)
     lrate = schedule.NoamSchedule(256, 100, decay_steps=200, train_steps=train_steps)
     rate_at = tf.function(lambda iterations: lrate(iterations), jit_compile=True)

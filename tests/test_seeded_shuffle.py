@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import seeded_shuffle
+from t2t_lite.data import seeded_shuffle
 
 SEED_MODULUS = 2**31 - 1
 SEEDS = (0, 5, SEED_MODULUS, SEED_MODULUS + 5)  # 0 and the modulus: the pair TensorFlow remaps away from (0, 0)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from t2t_lite.sublayer import ResidualNorm
+from t2t_lite.model.sublayer import ResidualNorm
 
 
 def layer_norm(x, epsilon=1e-6):

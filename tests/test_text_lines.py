@@ -3,7 +3,8 @@
 import pytest
 from absl import flags as absl_flags
 
-from t2t_lite import bleu, text_lines
+from t2t_lite.data import text_lines
+from t2t_lite.evaluate import bleu
 from t2t_lite.cli import bleu as bleu_cli
 
 

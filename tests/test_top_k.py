@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import top_k
+from t2t_lite.decode import top_k
 
 
 @pytest.mark.parametrize("seed", range(6))

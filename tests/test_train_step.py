@@ -4,7 +4,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite import checkpoints, input_pipeline, registry, train_step
+from t2t_lite import registry
+from t2t_lite.data import input_pipeline
+from t2t_lite.train import checkpoints, train_step
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 

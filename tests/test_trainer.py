@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import checkpoints, cpu_features, input_pipeline, loss, registry, trainer
+from t2t_lite import registry
+from t2t_lite.data import input_pipeline
+from t2t_lite.train import checkpoints, cpu_features, loss, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
@@ -112,7 +114,8 @@ TRAIN_SCRIPT = """
 import sys
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management
-from t2t_lite import registry, trainer
+from t2t_lite import registry
+from t2t_lite.train import trainer
 data_dir, output_dir, kill_in_save = sys.argv[1], sys.argv[2], int(sys.argv[3])
 record_state = checkpoint_management.CheckpointManager._record_state
 def record_state_or_die(manager):
@@ -505,7 +508,7 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     """translate_ende with a tiny vocabulary: datagen, one training step, evaluation, reload (no download)."""
     import tensorflow_datasets as tfds
 
-    from t2t_lite import datagen
+    from t2t_lite.data import datagen
     from t2t_lite.problems.translate_wmt import TranslateEnde
 
     class TinyEnde(TranslateEnde):

@@ -16,9 +16,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import checkpoints, datagen, inference, registry, translate_all
-from t2t_lite.inference import DecodeHParams
-from t2t_lite.text_lines import read_lines
+from t2t_lite import registry
+from t2t_lite.data import datagen
+from t2t_lite.decode import inference
+from t2t_lite.insights import translate_all
+from t2t_lite.train import checkpoints
+from t2t_lite.decode.inference import DecodeHParams
+from t2t_lite.data.text_lines import read_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from t2t_lite import trees
-from t2t_lite.trees import Tree
+from t2t_lite.data import trees
+from t2t_lite.data.trees import Tree
 
 # Two trees in the treebank's .mrg style: outer empty-label brackets, function tags,
 # indices, -NONE- traces (one leaving an empty NP behind), -LRB-/-RRB- and punctuation.

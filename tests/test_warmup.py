@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import export, warmup, xla_buckets
+from t2t_lite.serve import export, warmup, xla_buckets
 from test_export import DECODE, setup, xla_version_dir  # noqa: F401  (the module's trained model and its exports)
 
 prediction_log_pb2 = pytest.importorskip(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import xla_buckets
+from t2t_lite.serve import xla_buckets
 
 
 def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_rounded_up_to_8():

@@ -57,7 +57,7 @@ import time
 
 from absl import app, flags as absl_flags, logging as absl_logging
 
-from t2t_lite import cpu_features
+from t2t_lite.train import cpu_features
 
 # Abseil's C++ format: severity letter, date (0000 before InitializeLog), time, thread, file:line].
 _ABSL_INFO_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] ")

@@ -8,12 +8,12 @@ of later steps join earlier ones there (all listed, the newest loaded by default
 never overwrites: --output_dir must not be --model_dir, must not hold an average of the
 same step already, nor averages of another model. --checkpoint_path=$TRAIN_DIR/ckpt-K
 averages the N up to ckpt-K (e.g. when a later one is damaged). One run at a time writes
---output_dir (`t2t_lite.run_lock`).
+--output_dir (`t2t_lite.train.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import averaging, checkpoints, run_lock
+from t2t_lite.train import averaging, checkpoints, run_lock
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

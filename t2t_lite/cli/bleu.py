@@ -4,7 +4,7 @@
     t2t-bleu --translations_dir=TRAIN/translations --reference=val.de --event_dir=TRAIN/translations
 
 With --translation it prints sacreBLEU with its signature (the figure to report), chrF,
-and the BLEU of the paper's tokenized evaluation (`t2t_lite.bleu`), which is not
+and the BLEU of the paper's tokenized evaluation (`t2t_lite.evaluate.bleu`), which is not
 comparable with sacreBLEU. With --translations_dir (the files of t2t-translate-all, one
 per checkpoint step) it prints a table step → sacreBLEU, chrF2, writes them as
 TensorBoard scalars to --event_dir if given, and plots sacreBLEU against step (PNG).
@@ -14,7 +14,7 @@ import os
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import bleu
+from t2t_lite.evaluate import bleu
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

@@ -13,7 +13,8 @@ import os
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import datagen, registry
+from t2t_lite import registry
+from t2t_lite.data import datagen
 from t2t_lite.cli import flags
 from t2t_lite.problems.translate_files import CorpusError
 

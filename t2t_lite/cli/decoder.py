@@ -11,7 +11,8 @@ import os
 
 from absl import app, flags
 
-from t2t_lite import inference, text_lines
+from t2t_lite.data import text_lines
+from t2t_lite.decode import inference
 from t2t_lite.cli import flags as t2t_flags
 
 FLAGS = flags.FLAGS

@@ -6,13 +6,14 @@
 writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_path), the
 layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true` in
 --decode_hparams exports the XLA-compiled beam search over fixed length and batch buckets
-(TF Serving: --xla_cpu_compilation_enabled=true). See `t2t_lite.export` for the
-signatures and settings. One run at a time writes --export_dir (`t2t_lite.run_lock`).
+(TF Serving: --xla_cpu_compilation_enabled=true). See `t2t_lite.serve.export` for the
+signatures and settings. One run at a time writes --export_dir (`t2t_lite.train.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import export, run_lock
+from t2t_lite.serve import export
+from t2t_lite.train import run_lock
 from t2t_lite.cli import flags
 from t2t_lite.hparam import HParamsError
 

@@ -91,7 +91,8 @@ def check_model_flag() -> None:
 
 def trained_hparams(model_dir: str):
     """--hparams_set (+ --hparams) if given, else the hparams.json beside the checkpoints (+ --hparams)."""
-    from t2t_lite import checkpoints, inference  # TensorFlow: only for the tools that load a model
+    from t2t_lite.decode import inference  # TensorFlow: only for the tools that load a model
+    from t2t_lite.train import checkpoints
     try:
         return inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
     except registry.RegistryError as error:
@@ -104,7 +105,7 @@ def trained_hparams(model_dir: str):
 
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
-    from t2t_lite import inference  # TensorFlow: only for the tools that decode
+    from t2t_lite.decode import inference  # TensorFlow: only for the tools that decode
     try:
         return inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     except (HParamsError, ValueError) as error:
@@ -118,7 +119,7 @@ def trained_model(problem, hparams, quantize: str = ""):
 
     `quantize` is the decode settings' (e.g. "int8"), applied once the float32 weights are restored.
     """
-    from t2t_lite import inference
+    from t2t_lite.decode import inference
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
         model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,

@@ -9,7 +9,7 @@ free port and prints it.
 
 from absl import app, flags
 
-from t2t_lite import insights
+from t2t_lite.insights import insights
 from t2t_lite.cli import flags as t2t_flags
 
 FLAGS = flags.FLAGS

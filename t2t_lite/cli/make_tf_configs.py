@@ -11,7 +11,7 @@ import json
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import distribution
+from t2t_lite.train import distribution
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

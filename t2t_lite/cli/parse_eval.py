@@ -4,12 +4,12 @@
 
 --decoded_trees holds one linearized tree per line (t2t-decoder's output for a parsing
 problem); --gold_trees the bracketed Penn Treebank trees, in the same order.
-Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.parse_eval`).
+Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.parse_eval`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import parse_eval
+from t2t_lite.evaluate import parse_eval
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

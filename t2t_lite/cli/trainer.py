@@ -7,12 +7,13 @@ Rerunning the same command resumes from the latest checkpoint in --output_dir th
 (one that does not is named and moved to --output_dir/set_aside/), or from
 --checkpoint_path=$TRAIN_DIR/ckpt-N of the same run; other --hparams, --problem or --model
 there stop with the differences (hparams.json, problem.json). A second run on the same
---output_dir stops at once, naming the one that holds it (`t2t_lite.run_lock`).
+--output_dir stops at once, naming the one that holds it (`t2t_lite.train.run_lock`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import checkpoints, datagen, distribution, run_lock, trainer
+from t2t_lite.data import datagen
+from t2t_lite.train import checkpoints, distribution, run_lock, trainer
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

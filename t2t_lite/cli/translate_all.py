@@ -13,7 +13,9 @@ decoding settings are t2t-decoder's: hparams.json beside the checkpoints unless
 
 from absl import app, flags as absl_flags
 
-from t2t_lite import inference, text_lines, translate_all
+from t2t_lite.data import text_lines
+from t2t_lite.decode import inference
+from t2t_lite.insights import translate_all
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS

@@ -1,0 +1,310 @@
+"""Decoding text with a trained model: what `t2t-decoder` does (§6.1, §6.3).
+
+Sentences are encoded with the problem's vocabulary (plus EOS), sorted by length so
+each batch holds sentences of similar length (less padding), decoded with
+`t2t_lite.decode.decoding.decode_batch` (beam search with the paper's length penalty and a
+key/value cache), and written back in the input's order, one output line per input
+line. Decoding settings come from the hparams set, then the problem's defaults
+(e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
+longer input is cut to its first ids and EOS, and `truncation_note` names the lines cut.
+`write_attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
+read back through the model (the paper's Figures 3–5).
+"""
+
+import dataclasses
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+
+from t2t_lite import registry
+from t2t_lite.decode import decoding, quantization
+from t2t_lite.insights import attention_page
+from t2t_lite.train import checkpoints
+from t2t_lite.hparam import HParamsError, parse_overrides
+
+EOS_ID = 1
+# With xla=True, batches are padded to batch_size rows and to a multiple of this many source
+# positions, so a file needs a few compilations, not one per sentence length.
+XLA_LENGTH_BUCKET = 16
+
+
+class BadInputError(ValueError):
+    """An input line the model cannot decode; the message names the line."""
+
+
+class InputTooLongError(BadInputError):
+    """An input line longer than the model's learned position table."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeHParams:
+    """Settings of one decoding run (`--decode_hparams="beam_size=4,alpha=0.6"`)."""
+
+    beam_size: int = 4  # Beam width; 1 = greedy.
+    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
+    extra_length: int = 50  # Maximum output length = input length + extra_length.
+    batch_size: int = 32  # Sentences decoded together.
+    return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
+    xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
+    max_input_size: int = 0  # Longer inputs are cut to this many ids (EOS included), and named; 0 = no cut.
+    quantize: str = ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/decode/quantization.py); "" = float32.
+
+    def __post_init__(self):
+        quantization.check_mode(self.quantize)
+        cut_ok = self.max_input_size == 0 or self.max_input_size >= 2
+        if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or not cut_ok:
+            raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
+                             f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self}).")
+
+
+def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
+    """The hparams' decode defaults, then the problem's, then `overrides` (--decode_hparams)."""
+    settings = {"beam_size": hparams.beam_size, "alpha": hparams.alpha, "extra_length": hparams.extra_length}
+    settings.update(problem.decode_defaults())
+    try:
+        settings.update(parse_overrides(DecodeHParams, overrides))
+        return DecodeHParams(**settings)
+    except ValueError as error:  # HParamsError too: say which flag to fix
+        message = str(error)
+        raise HParamsError(message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}") \
+            from None
+
+
+def load_hparams(hparams_set: str, overrides: str, model_dir: str):
+    """--hparams_set (+ --hparams) if given, else the hparams.json the trainer wrote beside the checkpoints."""
+    if hparams_set:
+        return registry.hparams(hparams_set).override(overrides)
+    return checkpoints.read_hparams(model_dir).override(overrides)
+
+
+@dataclasses.dataclass
+class Translation:
+    """The decoded hypotheses of one input line, best first, with their length-normalised scores.
+
+    `source_ids` are the ids the model read (EOS included, cut to max_input_size), `source_length`
+    how many the line had before the cut, and `ids` the best hypothesis' ids (EOS included if emitted).
+    """
+
+    source: str
+    hypotheses: list
+    scores: list
+    source_ids: list = dataclasses.field(default_factory=list)
+    source_length: int = 0
+    ids: list = dataclasses.field(default_factory=list)
+
+    @property
+    def truncated(self) -> bool:
+        return self.source_length > len(self.source_ids)
+
+    def line(self, return_beams: bool) -> str:
+        """The output line: the best hypothesis, or every beam as `text<TAB>score` fields."""
+        if not return_beams:
+            return self.hypotheses[0]
+        return "\t".join(f"{text}\t{score:.4f}" for text, score in zip(self.hypotheses, self.scores))
+
+
+def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True) -> list:
+    """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order."""
+    full = [encode_line(vocabulary, line, number) for number, line in enumerate(lines, start=1)]
+    encoded = [_cut(ids, settings.max_input_size) for ids in full]
+    _check_learned_positions(model, encoded, settings.extra_length)
+    order = sorted(range(len(lines)), key=lambda index: len(encoded[index]))
+    results = [None] * len(lines)
+    bar = keras.utils.Progbar(len(lines), unit_name="sentence", stateful_metrics=["sentences/s"]) if progress else None
+    start = time.time()
+    for first in range(0, len(order), settings.batch_size):
+        batch = order[first:first + settings.batch_size]
+        inputs = _pad([encoded[index] for index in batch])
+        if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
+            inputs = _pad(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
+        ids, scores = decoding.decode_batch(
+            model, inputs, beam_size=settings.beam_size, alpha=settings.alpha,
+            extra_length=settings.extra_length, return_beams=True, xla=settings.xla)
+        for row, index in enumerate(batch):
+            usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
+            results[index] = Translation(lines[index], [vocabulary.decode(ids[row, beam]) for beam in usable],
+                                         [float(scores[row, beam]) for beam in usable], encoded[index],
+                                         len(full[index]), _until_eos(ids[row, usable[0]]))
+        if bar is not None:
+            done = first + len(batch)
+            bar.update(done, values=[("sentences/s", done / max(time.time() - start, 1e-9))])
+    return results
+
+
+def encode_line(vocabulary, line: str, number: int) -> list:
+    """The ids of input line `number` and EOS; BadInputError names the line if the vocabulary refuses it."""
+    try:
+        return vocabulary.encode(line) + [EOS_ID]
+    except ValueError as error:  # e.g. a word that is no symbol of an algorithmic problem
+        raise BadInputError(f"input line {number}: {error}") from None
+
+
+def _cut(ids, max_input_size):
+    """The first max_input_size - 1 ids and EOS (0 = all of them)."""
+    if not max_input_size or len(ids) <= max_input_size:
+        return ids
+    return ids[:max_input_size - 1] + [EOS_ID]
+
+
+def _until_eos(ids) -> list:
+    """A hypothesis' ids up to its first EOS (kept), else without the padding after its last token."""
+    ids = [int(i) for i in ids]
+    if EOS_ID in ids:
+        return ids[:ids.index(EOS_ID) + 1]
+    while ids and ids[-1] == 0:
+        ids.pop()
+    return ids
+
+
+def truncation_note(translations, settings: DecodeHParams, noun: str = "input line", shown: int = 5) -> str:
+    """A line naming the inputs cut to max_input_size ("" if none was), so no cut goes unsaid."""
+    numbers = [number for number, translation in enumerate(translations, start=1) if translation.truncated]
+    if not numbers:
+        return ""
+    listed = ", ".join(map(str, numbers[:shown]))
+    if len(numbers) > shown:
+        listed += f" and {len(numbers) - shown} more"
+    nouns = noun if len(numbers) == 1 else noun + "s"
+    return (f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
+            f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}.")
+
+
+def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
+    """Sequences as a 0-padded int32 batch of at least `rows` rows, its length a multiple of `multiple`."""
+    length = max(len(sequence) for sequence in sequences)
+    batch = np.zeros((max(len(sequences), rows), -(-length // multiple) * multiple), np.int32)
+    for row, sequence in enumerate(sequences):
+        batch[row, :len(sequence)] = sequence
+    return batch
+
+
+def _check_learned_positions(model, encoded, extra_length):
+    """Learned positions (pos=emb) end at their table: a longer input would have no encoding."""
+    position = getattr(model, "source_position", None)
+    if position is None or position.kind != "emb":
+        return
+    for number, ids in enumerate(encoded, start=1):
+        if len(ids) + extra_length > position.max_positions:
+            raise InputTooLongError(
+                f"input line {number} has {len(ids)} ids (EOS included); with extra_length={extra_length} its "
+                f"decoding would need {len(ids) + extra_length} positions, but the learned position table "
+                f"(pos=emb) has {position.max_positions}. Shorten or split the line, lower extra_length, or cut "
+                f"long lines with --decode_hparams=max_input_size={position.max_positions - extra_length}.")
+
+
+def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
+                        settings: DecodeHParams) -> str:
+    """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
+    return (f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
+            f".beam{settings.beam_size}.alpha{settings.alpha}.decodes")
+
+
+def write_lines(path: str, lines) -> None:
+    """Writes through a temporary file, so an interrupted run never leaves a half-written output."""
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        for line in lines:
+            file.write(line.replace("\n", " ") + "\n")
+    os.replace(temporary, path)
+
+
+def decode_split(model, problem, data_dir: str, split: str, settings: DecodeHParams, output_path: str,
+                 *, progress: bool = True) -> list:
+    """Decodes the `split` examples of a generated problem; writes `.decodes`, `.inputs` and `.targets` files.
+
+    The inputs and targets are the detokenized ids of the TFRecords, i.e. the
+    problem's normalised text, so `t2t-bleu --translation=X.decodes --reference=X.targets`
+    scores the run.
+    """
+    vocabulary = problem.vocabulary(data_dir)
+    sources, references = [], []
+    for example in problem.dataset(split, data_dir).as_numpy_iterator():
+        sources.append(vocabulary.decode(example["inputs"]))
+        references.append(vocabulary.decode(example["targets"]))
+    translations = translate(model, vocabulary, sources, settings, progress=progress)
+    write_lines(output_path, (translation.line(settings.return_beams) for translation in translations))
+    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
+    write_lines(base + ".inputs", sources)
+    write_lines(base + ".targets", references)
+    return translations
+
+
+def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
+    """Reads a sentence per line from stdin and prints its decoding, until end of input."""
+    for line in stdin:
+        try:
+            translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        except BadInputError as error:  # one bad line ends no session
+            print(str(error).replace("input line 1", "this line"), file=sys.stderr, flush=True)
+            continue
+        if translation.truncated:
+            print(input_note(translation), file=sys.stderr, flush=True)
+        print(translation.line(settings.return_beams), file=stdout, flush=True)
+
+
+def attention_weights(model, translation: Translation) -> dict:
+    """The attention of the best hypothesis, read back through the model (teacher-forced).
+
+    Returns {"encoder_self", "decoder_self", "encoder_decoder"} -> list per layer of
+    [heads, queries, keys] numpy arrays: the weights behind the paper's Figures 3–5.
+    """
+    target_ids = translation.ids or [EOS_ID]
+    _, attention = model({"inputs": np.array([translation.source_ids], np.int32),
+                          "targets": np.array([target_ids], np.int32)}, return_attention=True)
+    return {kind: [np.asarray(layer, np.float32)[0] for layer in layers] for kind, layers in attention.items()}
+
+
+def attention_sentences(model, vocabulary, translations) -> list:
+    """The sentences of the attention and beam page (t2t_lite.insights.attention_page) for `translations`."""
+    return [attention_page.sentence_data(translation.source, *_tokens(vocabulary, translation),
+                                         zip(translation.hypotheses, translation.scores),
+                                         attention_weights(model, translation), input_note(translation))
+            for translation in translations]
+
+
+def write_attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
+    """Writes the attention and beam page of `translations` to `path`; returns the path."""
+    return attention_page.write_page(path, attention_sentences(model, vocabulary, translations), title=title,
+                                     details=details)
+
+
+def input_note(translation: Translation) -> str:
+    """Says that the model read a cut input ("" if it read all of it)."""
+    if not translation.truncated:
+        return ""
+    return (f"The input had {translation.source_length} ids (EOS included); the model read its first "
+            f"{len(translation.source_ids) - 1} and EOS (max_input_size).")
+
+
+def attention_pictures(model, vocabulary, translations, directory: str) -> list:
+    """One PNG heat-map per kind, layer and head of each decoded sentence (`--attention_pngs`)."""
+    from t2t_lite.insights import attention_plot  # matplotlib is optional; imported only when asked for
+
+    written = []
+    for index, translation in enumerate(translations):
+        written += attention_plot.plot_attention(*_tokens(vocabulary, translation),
+                                                 attention_weights(model, translation),
+                                                 os.path.join(directory, f"sentence_{index:04d}"))
+    return written
+
+
+def _tokens(vocabulary, translation: Translation) -> tuple:
+    """The labels of the encoder and decoder positions (one per id) for the attention pictures."""
+    return _pieces(vocabulary, translation.source_ids), _pieces(vocabulary, translation.ids or [EOS_ID])
+
+
+def _pieces(vocabulary, ids) -> list:
+    """One readable label per id for the axes of the attention pictures."""
+    return ["<eos>" if i == EOS_ID else vocabulary.decode([i]) or f"<{i}>" for i in ids]
+
+
+def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer",
+               quantize: str = ""):
+    """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary, its products quantized as asked."""
+    vocabulary = problem.vocabulary(data_dir)
+    model = checkpoints.load_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
+                                   problem.name, getattr(vocabulary, "fingerprint", None))
+    return quantization.quantize_for_decoding(model, quantize)

@@ -1,0 +1,148 @@
+"""Lower-precision products for decoding: int8 or bfloat16 weights on a trained Transformer (not in the paper).
+
+A beam-search step at `transformer_base` is its matrix products (docs/benchmarks.md:
+"Decoding at base"), and on CPUs with AVX-512 a product of 8- or 16-bit operands runs
+faster than a float32 one. So, for decoding only, every product weight W (the attention
+projections, both FFN layers, and the shared embedding that is also the pre-softmax
+projection, §3.4's E) is stored in lower precision, in one of two modes:
+
+int8 (CTranslate2's `int8_float32`): W as int8 with one scale per output column, and each
+row x of the activations quantized on the fly with its own scale:
+
+    s_W[j] = 127 / max_i |W[i, j]|        W_q = round(W · s_W)          (once, after restoring)
+    s_x    = 127 / max_i |x[i]|           x_q = round(x · s_x)          (every call)
+    y[j]   = (x_q · W_q)[j] / (s_x · s_W[j])                           (int8 × int8 → int32, then float32)
+
+bfloat16: W rounded to bfloat16 once, each activation row rounded to bfloat16 on the fly,
+and the products summed in float32:
+
+    y[j]   = Σ_i bf16(x[i]) · bf16(W[i, j])                            (each product exact in float32)
+
+bfloat16 keeps 8 significant bits of every value, where int8 keeps 7 of a row's or
+column's largest, and needs no scales; on the AMD EPYC (Zen 4) we measure on it is also
+the faster of the two (docs/benchmarks.md). Under XLA, `tf.matmul(..., output_type=tf.float32)` of
+bfloat16 operands is one `dot` with float32 output, which XLA's CPU backend runs on
+bfloat16 kernels; elsewhere (the plain decoder, another Keras backend) the same rounded
+values are multiplied in float32: the same results up to summation order, without the
+speed. int8 is Keras' own `Dense.quantize("int8")` on the Dense layers and
+`SharedEmbedding.quantize("int8")`; int8 products are integer `dot`s under XLA and slow
+without it. Softmax, layer normalization, the attention's own QKᵀ and weights·V products,
+and the beam search stay float32 in both modes.
+
+Training never runs in either: the weights are converted after a float32 checkpoint is
+restored (`--decode_hparams=quantize=int8` or `quantize=bfloat16` of t2t-decoder,
+t2t-exporter, t2t-insights and t2t-translate-all). What each costs in BLEU is measured in
+docs/results.md.
+"""
+
+import contextlib
+import gc
+
+import keras
+from keras import ops
+
+from t2t_lite.model.dropout import compiled_by_xla
+
+MODES = ("", "int8", "bfloat16")  # "" = float32 weights, as trained
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"--decode_hparams: quantize={mode!r}; choose '' (float32, as trained), 'int8' or "
+                         "'bfloat16'.")
+
+
+def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:
+    """Converts `model`'s product weights in place (mode "int8" or "bfloat16"), or leaves them (mode ""); returns it.
+
+    The model must be built and hold its trained weights: converting replaces the float32
+    variables, so restore a checkpoint first.
+    """
+    check_mode(mode)
+    from t2t_lite.model.embedding import SharedEmbedding  # here, not above: embedding.py imports bfloat16_matmul
+    with _one_collection_at_the_end():
+        if mode == "int8":
+            model.quantize(mode, filters=lambda layer: isinstance(layer, (keras.layers.Dense, SharedEmbedding)))
+        elif mode == "bfloat16":
+            for layer in list(model._flatten_layers()):
+                if isinstance(layer, SharedEmbedding):
+                    layer.use_bfloat16_weights()
+                elif type(layer) is keras.layers.Dense:
+                    _use_bfloat16_kernel(layer)
+    return model
+
+
+@contextlib.contextmanager
+def _one_collection_at_the_end():
+    """Defers the full garbage collections Keras runs while a model is converted to one, at the end.
+
+    Keras' `Layer.__delattr__` calls `gc.collect()` each time a layer drops a variable (to free
+    accelerator buffers at once), and converting drops one per product weight: 97 full
+    collections for transformer_base, each walking every Python object of the process, made its
+    conversion take 15 s instead of 0.9 s (int8; bench/quantize.py). One collection afterwards
+    frees the same memory. `gc.collect` is replaced process-wide while the conversion runs (Keras
+    looks it up at each call); a collection another thread asks for then is skipped, not lost:
+    the one at the end runs anyway.
+    """
+    collect = gc.collect
+    gc.collect = lambda generation=2: 0
+    try:
+        yield
+    finally:
+        gc.collect = collect
+        collect()
+
+
+def bfloat16_matmul(x, weights, transpose_weights=False):
+    """x [..., k] · weights ([k, n], or [n, k] with transpose_weights), both rounded to bfloat16, summed in float32.
+
+    Returns float32 [..., n]. Under XLA in TensorFlow it is one bfloat16 `dot` with float32
+    output; anywhere else the rounded values are multiplied in float32 (the same products,
+    which are exact in float32, summed in another order).
+    """
+    rounded = ops.cast(x, "bfloat16")
+    if keras.backend.backend() == "tensorflow" and compiled_by_xla():
+        import tensorflow as tf
+        rows = tf.reshape(rounded, [-1, rounded.shape[-1]])
+        products = tf.matmul(rows, ops.cast(weights, "bfloat16"), transpose_b=transpose_weights,
+                             output_type=tf.float32)
+        leading = [size if size is not None else tf.shape(x)[axis] for axis, size in enumerate(x.shape[:-1])]
+        return tf.reshape(products, leading + [products.shape[-1]])
+    weights = ops.cast(ops.cast(weights, "bfloat16"), "float32")
+    return ops.matmul(ops.cast(rounded, "float32"), ops.transpose(weights) if transpose_weights else weights)
+
+
+class BFloat16Dense(keras.layers.Dense):
+    """A `keras.layers.Dense` whose kernel is bfloat16: activation(bf16(x) · W + b), b and the sums in float32.
+
+    Only made by `quantize_for_decoding(model, "bfloat16")` from a built float32 Dense.
+    """
+
+    def call(self, inputs, training=None):
+        outputs = bfloat16_matmul(inputs, self._kernel)
+        if self.bias is not None:
+            outputs = ops.add(outputs, ops.cast(self.bias, "float32"))
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return ops.cast(outputs, self.compute_dtype)
+
+
+def _use_bfloat16_kernel(layer):
+    """Replaces a built Dense's float32 kernel by its bfloat16 rounding, and makes the layer a BFloat16Dense."""
+    replace_by_bfloat16(layer, "_kernel", "_kernel", "kernel")
+    layer.__class__ = BFloat16Dense
+
+
+def replace_by_bfloat16(layer, attribute, new_attribute, name):
+    """Replaces the float32 variable `layer.<attribute>` by its bfloat16 rounding: `layer.<new_attribute>`, `name`."""
+    rounded = ops.convert_to_numpy(ops.cast(getattr(layer, attribute), "bfloat16"))
+    layer._tracker.unlock()
+    try:
+        delattr(layer, attribute)
+        # autocast=False: a float32 layer must not cast the bfloat16 variable back to float32 when it reads it.
+        variable = layer.add_weight(name=name, shape=rounded.shape, initializer="zeros", dtype="bfloat16",
+                                    trainable=False, autocast=False)
+        setattr(layer, new_attribute, variable)
+    finally:
+        layer._tracker.lock()
+    variable.assign(rounded)

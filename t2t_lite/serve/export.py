@@ -1,0 +1,308 @@
+"""Export for serving: a SavedModel that takes raw text and returns translations (§6.1 decoding).
+
+tensor2tensor exported a graph that took serialized `tf.Example`s of token ids, so a
+client had to tokenize exactly as the trainer did. `export_model` instead writes a
+SavedModel whose graph holds the whole of `t2t-decoder`'s path:
+
+    text -> whitespace normalization -> SentencePiece ids (+ EOS) -> beam search with the
+    key/value cache (`t2t_lite.decode.decoding.decode`) -> best hypothesis -> SentencePiece text
+
+Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
+  serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch],
+                                                    input_truncated: bool [batch], input_not_utf8: bool [batch]
+  translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch],
+                                                    input_truncated: bool [batch]
+`translate_ids` is for clients that tokenize themselves: each row holds a sentence's
+SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped;
+ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' ids as
+`decode_batch` returns them (EOS included unless the length limit was reached, then
+0-padded to the longest hypothesis of the batch). `scores` are log P(Y|X) / lp(Y) of the
+best hypothesis. An input string that is not valid UTF-8 is not translated: its
+`input_not_utf8` is true, its output "" and its score -inf, and the rest of the batch
+translates as usual (one bad sentence never fails a batch TF Serving merged from
+several clients). An empty batch returns empty outputs.
+
+`--decode_hparams=xla=true` compiles the beam search with XLA (`decoding.decode` with
+static shapes, as `t2t-decoder --decode_hparams=xla=true`): inputs are padded to the
+length and batch buckets of `t2t_lite.serve.xla_buckets`, with the same translations. TF
+Serving then needs `--xla_cpu_compilation_enabled=true` (without it, it refuses the
+compiled functions); the plain export, the default, needs no flag. Every export writes
+`assets.extra/tf_serving_warmup_requests` (`t2t_lite.serve.warmup`): requests of each bucket
+shape, for both signatures, which TF Serving replays when it loads the version.
+
+Inputs longer than `max_input_length - 1` subwords are cut to their first
+`max_input_length - 1` subwords before EOS is appended (the model sees at most
+`max_input_length` ids), and `input_truncated` is true for them, so a client can tell;
+each sentence emits at most its input length + `extra_length` subwords. The decode settings are fixed at export and recorded, with the problem and
+the hparams, in `assets/t2t_export.json` (in Python:
+`tf.saved_model.load(path).export_config.asset_path`); the vocabulary's `.model` file
+is copied to `assets/` too. The graph needs only TensorFlow and the tensorflow-text
+ops (SentencePiece), both in the stock `tensorflow/serving` image: no Python code of
+this project runs at load time, and the only variables are the model's weights,
+restored from the checkpoint.
+
+`<export_dir>/<version>/` is the layout TF Serving watches; the version is the
+checkpoint's step. The SavedModel is written to a hidden staging directory and
+renamed into place, so a server never sees half an export.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+import numpy as np
+
+from t2t_lite.decode import decoding, inference, quantization
+from t2t_lite.serve import warmup, xla_buckets
+from t2t_lite.train import checkpoints
+from t2t_lite.hparam import parse_overrides
+from t2t_lite.model.models import DEFAULT_LEARNED_POSITIONS
+from t2t_lite.data.vocabulary import normalize_text_in_graph
+
+EXPORT_CONFIG_FILE = "t2t_export.json"
+TEXT_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "translate_ids"
+PAD_ID = 0
+EOS_ID = decoding.EOS_ID
+
+
+class ExportError(RuntimeError):
+    """The export cannot be written (version exists, vocabulary unsuited); says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportHParams:
+    """Decode settings baked into an export (`--decode_hparams="beam_size=4,max_input_length=256"`)."""
+
+    beam_size: int = 4  # Beam width; 1 = greedy.
+    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
+    extra_length: int = 50  # Maximum output length = input length + extra_length.
+    max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
+    xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.serve.xla_buckets.
+    quantize: str = ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
+
+    def __post_init__(self):
+        quantization.check_mode(self.quantize)
+        if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
+            raise ValueError(f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length "
+                             f"≥ 0 (got {self}).")
+
+
+def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
+    """t2t-decoder's precedence (hparams, then the problem's defaults, then `overrides`).
+
+    max_input_length defaults to hparams.max_length, the longest sequence trained on
+    (or the learned-position table's size when max_length is 0).
+    """
+    decode = inference.decode_hparams(hparams, problem)
+    settings = ExportHParams(decode.beam_size, decode.alpha, decode.extra_length,
+                             hparams.max_length or DEFAULT_LEARNED_POSITIONS)
+    return dataclasses.replace(settings, **parse_overrides(ExportHParams, overrides))
+
+
+# -- The graph -----------------------------------------------------------------------------
+def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
+    """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
+    ids = ids[:, :max_input_length - 1]
+    eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype)))
+    return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
+
+
+def hypothesis_tokens(ids) -> tf.RaggedTensor:
+    """What `Vocabulary.decode` reads of decoded ids [batch, length]: up to the first EOS, padding dropped."""
+    before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
+    return tf.ragged.boolean_mask(ids, before_eos & (ids != PAD_ID))
+
+
+def best_hypotheses_fn(model, settings: ExportHParams):
+    """0-padded inputs [batch, length] -> (ids [batch, length'], scores [batch]) of the best hypotheses.
+
+    The batch may be empty. With xla, one compiled function serves both signatures, so a
+    bucket shape is compiled (and warmed up) once for the two.
+    """
+    options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
+    if settings.xla:
+        compiled = tf.function(lambda batch: decoding.decode(model, batch, static_shapes=True, **options),
+                               jit_compile=True)
+        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
+
+        def search_in_buckets(inputs):
+            ids, scores = xla_buckets.decode_in_buckets(compiled, inputs, settings.max_input_length, output_length)
+            return without_padding_columns(ids), scores
+
+        return search_in_buckets
+
+    def search(inputs):
+        def best():
+            ids, scores = decoding.decode(model, inputs, **options)
+            return ids[:, 0], scores[:, 0]
+
+        # The search's length limits reduce over the batch, which fails on an empty one.
+        return tf.cond(tf.shape(inputs)[0] > 0, best, lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0])))
+
+    return search
+
+
+def without_padding_columns(ids):
+    """ids [batch, length] cut after their last column that is not all padding (the width plain decoding gives)."""
+    used = tf.cumsum(tf.cast(tf.reduce_any(ids != PAD_ID, axis=0), tf.int32), reverse=True) > 0
+    return ids[:, :tf.reduce_sum(tf.cast(used, tf.int32))]
+
+
+def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
+    """A tf.Module holding the model's weights, the tokenizer and the two signature functions.
+
+    The Keras model itself is left out of the object graph (only closures refer to it),
+    so the SavedModel holds plain variables and functions that load without Keras.
+    """
+    tokenizer = vocabulary.tokenizer
+    search = best_hypotheses_fn(model, settings)
+
+    def decode_best(ids: tf.RaggedTensor):
+        hypotheses, scores = search(model_inputs(ids, settings.max_input_length))
+        truncated = ids.row_lengths() > settings.max_input_length - 1
+        return hypotheses, scores, truncated
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def translate(inputs):
+        # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
+        utf8 = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs
+        text = normalize_text_in_graph(tf.where(utf8, inputs, ""))
+        ids, scores, truncated = decode_best(tokenizer.tokenize(text))
+        return {"outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
+                "scores": tf.where(utf8, scores, -np.inf), "input_truncated": truncated, "input_not_utf8": ~utf8}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
+    def translate_ids(inputs):
+        ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
+        return {"outputs": ids, "scores": scores, "input_truncated": truncated}
+
+    module = tf.Module(name="t2t_lite_translator")
+    # The tf.Variables behind the Keras variables: TF Serving's loader restores the variables
+    # the functions read only when those are the tracked objects themselves (a tracked Keras
+    # variable is exported as a copy, which TF Serving would restore instead).
+    module.model_weights = [weight.value for weight in model.weights]
+    module.tokenizer = tokenizer
+    module.translate = translate
+    module.translate_ids = translate_ids
+    return module
+
+
+# -- Warm-up ------------------------------------------------------------------------------
+def warmup_shapes(settings: ExportHParams) -> list:
+    """(batch, length) of the warm-up requests: every bucket the XLA export compiles; for the plain
+    export, whose graph takes any shape, each batch bucket at the first length bucket."""
+    if settings.xla:
+        return xla_buckets.bucket_shapes(settings.max_input_length)
+    return [(batch, xla_buckets.length_buckets(settings.max_input_length)[0]) for batch in xla_buckets.BATCH_BUCKETS]
+
+
+def warmup_requests(vocabulary, settings: ExportHParams) -> list:
+    """[(signature, inputs)] for both signatures at each warm-up shape: `batch` copies of a sentence
+    whose ids (EOS included) fill the bucket's length, or the longest input when that is shorter."""
+    requests = []
+    for batch, length in warmup_shapes(settings):
+        text = text_of_length(vocabulary, min(length, settings.max_input_length) - 1)
+        ids = vocabulary.encode(text) + [EOS_ID]
+        requests.append((TEXT_SIGNATURE, {"inputs": np.array([text.encode("utf-8")] * batch, object)}))
+        requests.append((IDS_SIGNATURE, {"inputs": np.array([ids] * batch, np.int32)}))
+    return requests
+
+
+def text_of_length(vocabulary, count: int) -> str:
+    """A text the vocabulary encodes to exactly `count` ids: one piece repeated."""
+    for piece in range(EOS_ID + 1, vocabulary.vocab_size):
+        text = vocabulary.decode([piece] * count)
+        if len(vocabulary.encode(text)) == count:
+            return text
+    raise ExportError(f"no piece of {vocabulary.model_path} repeated {count} times encodes to {count} ids; the "
+                      f"warm-up requests need one.")
+
+
+# -- Writing ------------------------------------------------------------------------------
+def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vocabulary_file: str) -> dict:
+    """The contents of assets/t2t_export.json: what was exported, and how it decodes."""
+    return {
+        "problem": problem.name,
+        "checkpoint": os.path.abspath(checkpoint),
+        "step": checkpoints.checkpoint_step(checkpoint),
+        "vocabulary": vocabulary_file,
+        "decode_hparams": dataclasses.asdict(settings),
+        "hparams": json.loads(hparams.to_json()),
+        "signatures": {
+            TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]",
+                             "input_truncated": "bool [batch]", "input_not_utf8": "bool [batch]"},
+            IDS_SIGNATURE: {"inputs": "int32 [batch, length]", "outputs": "int32 [batch, length]",
+                            "scores": "float32 [batch]", "input_truncated": "bool [batch]"},
+        },
+        # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
+        "xla_buckets": {"length": list(xla_buckets.length_buckets(settings.max_input_length)),
+                        "batch": list(xla_buckets.BATCH_BUCKETS)} if settings.xla else None,
+        "warmup_requests": {"file": warmup.WARMUP_FILE, "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
+                            "shapes": [list(shape) for shape in warmup_shapes(settings)]},
+    }
+
+
+def version_dir(export_dir: str, checkpoint: str) -> str:
+    """`<export_dir>/<step>`; an existing version is never overwritten."""
+    path = os.path.join(export_dir, str(checkpoints.checkpoint_step(checkpoint)))
+    if os.path.exists(path):
+        raise ExportError(
+            f"{path} already exists: version {os.path.basename(path)} (the step of {checkpoint}) was exported "
+            f"before and is never overwritten, since a server may be serving it. Export a later checkpoint "
+            f"(--checkpoint_path), choose another --export_dir, or delete {path} yourself.")
+    return path
+
+
+def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, requests: list, final_dir: str) -> None:
+    """Saves `module` with both signatures, its assets and the warm-up `requests`, through a staging
+    directory renamed at the end.
+
+    TF Serving loads only directories named by a number, so it ignores the hidden staging one,
+    and a failed export leaves nothing behind.
+    """
+    staging = os.path.join(os.path.dirname(final_dir), f".{os.path.basename(final_dir)}.incomplete-{os.getpid()}")
+    try:
+        with tempfile.TemporaryDirectory() as config_dir:
+            config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
+            with open(config_path, "w") as file:
+                json.dump(config, file, indent=2, sort_keys=True)
+            module.export_config = tf.saved_model.Asset(config_path)
+            module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
+            tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
+                                                            IDS_SIGNATURE: module.translate_ids})
+        warmup.write_warmup_requests(staging, requests)
+        os.rename(staging, final_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, export_dir: str,
+                 decode_overrides: str = "", model_name: str = "transformer") -> str:
+    """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
+    vocabulary = problem.vocabulary(data_dir)
+    if getattr(vocabulary, "model_path", None) is None:
+        raise ExportError(f"--problem={problem.name}: its vocabulary is not a SentencePiece model; the export "
+                          f"tokenizes in-graph with SentencePiece, so only text problems can be exported.")
+    settings = export_hparams(hparams, problem, decode_overrides)
+    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
+        raise ExportError(f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
+                          f"position table (hparams max_length={hparams.max_length}); lower it.")
+    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
+    final_dir = version_dir(export_dir, checkpoint)
+    model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
+                                   vocabulary.fingerprint)
+    module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)
+    config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
+    requests = warmup_requests(vocabulary, settings)
+    write_saved_model(module, config, vocabulary.model_path, requests, final_dir)
+    compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.xla else ""
+    compiled += f", {settings.quantize} products" if settings.quantize else ""
+    print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
+          f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
+          f"{len(requests)} warm-up requests)")
+    return final_dir

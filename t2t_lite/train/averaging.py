@@ -1,0 +1,152 @@
+"""Checkpoint averaging (§6.1), for `t2t-avg-all`.
+
+§6.1: "For the base models, we used a single model obtained by averaging the last 5
+checkpoints, which were written at 10-minute intervals. For the big models, we averaged
+the last 20 checkpoints." `average_checkpoints` does that: every floating-point model
+weight becomes the mean over the checkpoints, and the result is a checkpoint like any other.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from t2t_lite.train import checkpoints
+
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def last_checkpoints(model_dir: str, n: int) -> list:
+    """The prefixes of the last `n` trained checkpoints in `model_dir`, by step, oldest first.
+
+    The trainer saves ckpt-0, the initial random weights, so that a run restarted from
+    scratch is exact; averaging it into a short run's checkpoints would pull the model
+    towards noise, so it counts only when it is the only checkpoint.
+    """
+    return _last_trained(checkpoints.all_checkpoints(model_dir), n)
+
+
+def _last_trained(paths: list, n: int) -> list:
+    trained = [path for path in paths if checkpoints.checkpoint_step(path) > 0]
+    return (trained or paths)[-n:]
+
+
+def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = None) -> str:
+    """Averages the model weights of the last `n` checkpoints of `model_dir` (up to `newest`) into `output_dir`.
+
+    Every floating-point model variable becomes the mean over the checkpoints; everything
+    else (the optimizer's state, the object graph) is copied from the newest, so the result
+    loads like any other checkpoint. hparams.json and problem.json are copied beside it.
+    Returns the new checkpoint's prefix, `output_dir/ckpt-<newest step>`.
+    """
+    if n < 1:
+        raise ValueError(f"--n={n}: must be at least 1.")
+    every = _up_to(checkpoints.all_checkpoints(model_dir), newest)
+    paths = _last_trained(every, n)
+    prefix = os.path.join(output_dir, f"{checkpoints.CHECKPOINT_NAME}-{checkpoints.checkpoint_step(paths[-1])}")
+    _check_average_destination(model_dir, output_dir, prefix)
+    names, tensors = _averaged_tensors(paths)
+    tf.io.gfile.makedirs(output_dir)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
+    # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
+    state = tf.train.get_checkpoint_state(output_dir)
+    earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
+    checkpoints.write_checkpoint_list(output_dir, earlier + [os.path.basename(prefix)])
+    for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
+        source = os.path.join(model_dir, info_file)
+        if tf.io.gfile.exists(source):
+            tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
+    left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
+    note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
+    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
+    return prefix
+
+
+def _up_to(paths: list, newest: str) -> list:
+    """The listed checkpoints up to `newest` (--checkpoint_path), or all of them."""
+    if newest is None:
+        return paths
+    newest = checkpoints.checkpoint_path(newest)
+    if newest not in paths:
+        raise checkpoints.CheckpointError(
+            f"--checkpoint_path={newest}: not listed in --model_dir's 'checkpoint' file; give one of {', '.join(os.path.basename(path) for path in paths)}.")
+    return [path for path in paths if checkpoints.checkpoint_step(path) <= checkpoints.checkpoint_step(newest)]
+
+
+def _averaged_tensors(paths: list):
+    """(names, tensors): model weights averaged over `paths`, everything else from the newest."""
+    readers = [_Reader(path) for path in paths]
+    newest = readers[-1]
+    model_keys = _model_variable_keys(newest)
+    names, tensors = [], []
+    for name, dtype in sorted(newest.dtypes().items()):
+        value = newest.tensor(name)
+        if name in model_keys and dtype.is_floating:
+            value = tf.cast(np.mean([reader.tensor(name).astype(np.float64) for reader in readers], axis=0), dtype)
+        names.append(name)
+        tensors.append(tf.convert_to_tensor(value))
+    return names, tensors
+
+
+class _Reader:
+    """A checkpoint's tensors; a file that cannot be read stops with its name and how to pick others."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.reader = self._reading(lambda: tf.train.load_checkpoint(path))
+
+    def dtypes(self) -> dict:
+        return self._reading(self.reader.get_variable_to_dtype_map)
+
+    def tensor(self, name: str) -> np.ndarray:
+        return self._reading(lambda: self.reader.get_tensor(name))
+
+    def _reading(self, read):
+        try:
+            return read()
+        except checkpoints.READ_ERRORS as error:
+            raise checkpoints.damaged(self.path, error, "the newest to average; or lower --n") from None
+
+
+def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> None:
+    """Stops before anything is written where the average would replace a checkpoint or mix models."""
+    if os.path.realpath(output_dir) == os.path.realpath(model_dir):
+        raise checkpoints.CheckpointError(
+            f"--output_dir={output_dir} is --model_dir: the average would replace the newest trained "
+            f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}.")
+    if tf.io.gfile.exists(prefix + ".index"):
+        raise checkpoints.CheckpointError(
+            f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
+            f"same step). Remove it, or give another --output_dir.")
+    for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
+        mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
+        if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):
+            raise checkpoints.CheckpointError(
+                f"--output_dir={output_dir}: its {info_file} differs from {theirs}, so it holds averages of "
+                f"another model. Give another --output_dir.")
+
+
+def _read(path: str) -> str:
+    with tf.io.gfile.GFile(path) as file:
+        return file.read()
+
+
+def _model_variable_keys(reader) -> set:
+    """Checkpoint keys of the variables reachable from the checkpoint's `model` child.
+
+    Keys are named by the first path found to each variable, which for the model's weights
+    may run through the optimizer (`optimizer/_trainable_variables/3/...`), so the object
+    graph, not the key's spelling, says which variables belong to the model.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.tensor(_OBJECT_GRAPH_KEY))
+    pending = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
+    seen = set()
+    while pending:
+        node_id = pending.pop()
+        if node_id not in seen:
+            seen.add(node_id)
+            pending.extend(child.node_id for child in graph.nodes[node_id].children)
+    return {attribute.checkpoint_key for node_id in seen for attribute in graph.nodes[node_id].attributes}

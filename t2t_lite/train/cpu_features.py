@@ -1,0 +1,71 @@
+"""Whether this CPU multiplies bfloat16 natively, and so which activation dtype trains faster on it.
+
+Not the paper (it trained in float32 on GPUs). `activation_dtype=bfloat16` halves the bytes
+every product reads, but it pays only where the CPU has bfloat16 multiply units: x86's
+AVX-512 BF16 (`avx512_bf16`) or AMX (`amx_bf16`), Arm's BF16 extension (`bf16`), each named
+in /proc/cpuinfo's flags. Elsewhere TensorFlow widens every bfloat16 operand to float32 and
+back, and a bfloat16 step is slower than a float32 one. Measured with `bench/train.py
+--hparams_set=transformer_multi30k --batch_size=2048` (docs/results.md): bfloat16 1.46× faster
+than float32 on AMD Zen 4 (AVX-512 BF16), 1.57× on an Intel Xeon with AMX, and slower than
+float32 on AMD Zen 3 (AVX2 only).
+
+    python -m t2t_lite.train.cpu_features     # prints bfloat16 or float32: the faster training dtype here
+
+Which kernels TensorFlow runs (`use_onednn_kernels`): TensorFlow turns its oneDNN kernels on by
+itself only on x86 CPUs with instructions for neural networks (VNNI, AVX-512 BF16, AMX); on the
+others (AVX2 CPUs such as AMD Zen 2/3, Intel before Cascade Lake) it runs Eigen's, and Eigen's
+product by the transposed embedding, the pre-softmax projection of every decoding step, is 5×
+slower than oneDNN's: on an AMD Zen 3, 158 ms against 30 ms for 128 rows × 37,000 words at
+d_model 512; a beam-4 decode of 32 sentences at transformer_base 6.8 s against 3.4 s; a Multi30k
+training step 4 % faster (docs/benchmarks.md). The t2t-* tools call it before TensorFlow loads.
+"""
+
+import os
+import platform
+import sys
+
+# /proc/cpuinfo flags (x86 "flags", Arm "Features") that name bfloat16 multiply units.
+BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def use_onednn_kernels() -> None:
+    """TensorFlow's oneDNN kernels on every x86-64 CPU, unless TF_ENABLE_ONEDNN_OPTS says otherwise.
+
+    Only in effect before TensorFlow is first imported: it reads the variable when it loads.
+    """
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
+def bfloat16_units(cpuinfo: str = "/proc/cpuinfo"):
+    """True if `cpuinfo` names a bfloat16 multiply unit, False if it names none, None if unreadable.
+
+    None (not Linux, no /proc) means "unknown": callers then leave the user's choice alone.
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features") and set(value.split()) & set(BFLOAT16_FLAGS):
+                    return True
+    except OSError:
+        return None
+    return False
+
+
+def training_dtype(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """bfloat16 where the CPU has bfloat16 units (or it cannot tell), float32 where it has none."""
+    return "float32" if bfloat16_units(cpuinfo) is False else "bfloat16"
+
+
+def emulation_note(activation_dtype: str, cpuinfo: str = "/proc/cpuinfo"):
+    """The trainer's warning when bfloat16 is asked for on a CPU that has no bfloat16 units, else None."""
+    if activation_dtype != "bfloat16" or bfloat16_units(cpuinfo) is not False:
+        return None
+    return (f"Note: activation_dtype=bfloat16, but this CPU has no bfloat16 multiply units (none of "
+            f"{', '.join(BFLOAT16_FLAGS)} in {cpuinfo}), so TensorFlow emulates them and a float32 step is "
+            f"usually faster here; to train in float32, add activation_dtype=float32 to --hparams.")
+
+
+if __name__ == "__main__":
+    print(training_dtype(*sys.argv[1:2]))  # an optional path stands in for /proc/cpuinfo

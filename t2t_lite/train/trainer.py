@@ -1,0 +1,270 @@
+"""Training (§5): batches of about 25,000 target tokens, Adam on eq. 3, checkpoints, evaluation.
+
+`train_and_evaluate` is the library entry point of `t2t-trainer`. The loop is written
+out (tf.GradientTape, no `model.fit`) so the paper's batch, the loss normalisation
+and the checkpoints are explicit:
+
+* One optimizer step sees about `hparams.tokens_per_step` tokens (§5.1: "approximately
+  25000 source tokens and 25000 target tokens"), counted as `batch_size` counts them:
+  padded slots of each batch's longer side, so real tokens are somewhat fewer (97 % of
+  those slots are real tokens on the WMT sample, docs/benchmarks.md). When replicas × `hparams.batch_size`
+  is smaller, k = ceil(tokens_per_step / (replicas · batch_size)) micro-batches are
+  accumulated first. The step's gradient is that of the summed loss divided by the
+  non-padding target tokens of all k micro-batches on all replicas, so it equals the
+  gradient of one big batch (`t2t_lite.train.train_step`).
+* The step, the optimizer state, the position of the data and the dropout RNG state are
+  all in the checkpoint, so a restarted command continues the interrupted run exactly.
+  Each replica reads train shards of its own (`t2t_lite.train.replica_input`); batches of its
+  epoch e come from `batched_dataset(..., seed=random_seed + e)` over those files, and
+  the checkpoint holds each replica's (e, batches already taken from it).
+* A NaN or infinite loss stops training before the next save, so the latest
+  checkpoint stays a good one.
+
+The estimated FLOPs of a step (`t2t_lite.train.flops`) are printed at the start.
+"""
+
+import contextlib
+import math
+import os
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.train import checkpoints, cpu_features, distribution, flops, loss, replica_input, run_length, run_lock
+from t2t_lite.train.scalars import write_scalars
+from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
+from t2t_lite.train.train_step import StepFunctions, micro_batches_per_step
+
+SCHEDULES = ("train", "evaluate", "train_and_evaluate")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a NaN or infinite loss); the latest checkpoint is the last good one."""
+
+
+# -- Evaluation -------------------------------------------------------------------------
+def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int = 0) -> dict:
+    """Loss, perplexity and token/sequence accuracy on the dev split (`eval_steps` batches, 0 = all)."""
+    dataset = input_pipeline.batched_dataset(problem, "dev", data_dir, hparams, shuffle=False, repeat=False)
+    if eval_steps:
+        dataset = dataset.take(eval_steps)
+    totals = None
+    for batch in dataset:
+        sums = {name: value.numpy().astype(np.float64) for name, value in steps.eval_step(batch).items()}
+        totals = sums if totals is None else {name: totals[name] + sums[name] for name in sums}
+    if totals is None:
+        raise ValueError(f"Problem {problem.name}: the dev split in {data_dir} gives no batches.")
+    return loss.eval_metrics(totals)
+
+
+# -- The entry point ------------------------------------------------------------------------
+def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
+                       local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
+                       schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
+                       summary_steps=100, model_name="transformer", save_checkpoints_secs=0, checkpoint_path=None,
+                       cluster_start_minutes=15.0, fit_train_steps_to_minutes=False, log=print) -> dict:
+    """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
+
+    One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
+    Resuming skips checkpoints that cannot be read, with a warning, and moves them to
+    `output_dir/set_aside/`; `checkpoint_path` names an earlier checkpoint of the same run to
+    resume from instead (the later ones are moved there too).
+
+    `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
+    (evaluate every `local_eval_frequency` steps and at the end). Training stops at
+    `train_steps` or after `train_minutes` of wall-clock time (0 = no bound), with a final
+    checkpoint; `fit_train_steps_to_minutes` chooses the step count (at most `train_steps`) so
+    that the learning rate's linear decay ends within `train_minutes` (`t2t_lite.train.run_length`).
+    Checkpoints are written every `save_checkpoints_steps` steps, or, when
+    `save_checkpoints_secs` > 0, every that many seconds instead (§6.1 averages checkpoints
+    "written at 10-minute intervals": 600). TensorBoard scalars (loss, learning rate,
+    tokens/s) are written every `summary_steps` steps. Returns the last evaluation's
+    metrics ({} if none ran).
+
+    Under TF_CONFIG, a worker whose cluster has not come together within
+    `cluster_start_minutes` (every worker started and the first collectives passed) is
+    stopped, with a message naming the workers it waited for (0 = wait for ever).
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
+    distribution.check_clock_free(train_minutes, save_checkpoints_secs)
+    run_length.check_fit(fit_train_steps_to_minutes, train_minutes, hparams.learning_rate_decay_steps)
+    if schedule != "train" and not datagen.complete_shards(data_dir, problem.base_name, "dev"):
+        # Found now, not at the first evaluation hours into the run.
+        raise ValueError(
+            f"--schedule={schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
+            f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
+            f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train.")
+    keras.utils.set_random_seed(random_seed)
+    with contextlib.ExitStack() as held:
+        # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
+        cluster_started = held.enter_context(distribution.cluster_start_deadline(cluster_start_minutes))
+        strategy = distribution.strategy_for(worker_gpu)
+        if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
+            raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
+                             f"replicas: Keras clips each replica's share before the sum, not the global norm; "
+                             f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
+        # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
+        writes_output_dir = distribution.is_chief(strategy) and schedule != "evaluate"
+        if writes_output_dir:
+            held.enter_context(run_lock.directory_lock(output_dir, "t2t-trainer", log))
+        vocabulary = problem.vocabulary(data_dir)
+        vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
+        checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+        with strategy.scope():
+            model = checkpoints.build_model(hparams, vocab_size, model_name)
+            run_steps = run_length.RunLength(train_steps, hparams.learning_rate_decay_steps, train_minutes,
+                                             fit_train_steps_to_minutes, hparams.learning_rate_warmup_steps)
+            optimizer = adam_optimizer(hparams, train_steps if run_steps.variable is None else run_steps.variable)
+            optimizer.build(model.trainable_variables)
+        cluster_started()
+        steps = StepFunctions(model, optimizer, hparams, strategy)
+        batches = replica_input.TrainingBatches(problem, data_dir, hparams, random_seed, strategy, log)
+        held.callback(batches.close)
+        checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
+                                                     data_batches_taken=batches.batches_taken)
+        # Every worker saves (the collectives need them all), but only the chief into output_dir.
+        save_dir = distribution.checkpoint_directory(strategy, output_dir)
+        if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
+            held.callback(shutil.rmtree, save_dir, ignore_errors=True)
+        latest = checkpoints.restore_for_training(checkpoint, output_dir, checkpoint_path, log,
+                                                  set_aside=writes_output_dir)
+        manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
+        if latest:
+            log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
+        elif schedule == "evaluate":
+            raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
+        if writes_output_dir:
+            run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
+        checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+
+        if schedule == "evaluate":
+            return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
+        k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
+        if k > 1:
+            steps.build_accumulators()
+        log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
+            f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
+            f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+        # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
+        gpu = tf.config.list_physical_devices("GPU")
+        for note in (None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
+                     decay_note(hparams, train_steps, train_minutes, fit_train_steps_to_minutes)):
+            if note:
+                log(note)
+        if not latest:
+            manager.save(checkpoint_number=0)
+        if strategy.num_replicas_in_sync > 1:
+            steps.trace_once_for(batches.batch_spec())
+        evaluating = schedule == "train_and_evaluate"
+        saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
+                                       last_time=time.time())
+        metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, run_steps,
+                              eval_steps, local_eval_frequency if evaluating else 0, saving,
+                              summary_steps, train_minutes, vocab_size, log)
+        if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
+            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
+    distribution.leave_cluster()  # under TF_CONFIG: ends the process once every worker is done (lock released)
+    return metrics
+
+
+def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log):
+    step = int(optimizer.iterations.numpy())
+    metrics = evaluate(steps, problem, data_dir, hparams, eval_steps)
+    log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
+    write_scalars(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
+    return metrics
+
+
+def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, run_steps, eval_steps,
+                eval_frequency, saving, summary_steps, train_minutes, vocab_size, log):
+    """Updates until run_steps.end (or train_minutes); a line and TensorBoard scalars every summary_steps."""
+    optimizer = steps.optimizer
+    step = start_step = saved_step = int(optimizer.iterations.numpy())
+    writer = tf.summary.create_file_writer(output_dir)
+    metrics, started = {}, time.time()
+    window_start, window_tokens = started, 0.0
+    run_steps.start_clock(started)
+    while step < run_steps.end:
+        sums, length = _one_update(steps, batches, k)
+        if step == start_step:
+            log(f"Estimated {flops.flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
+                f"(first step: {float(sums[2]):,.0f} target tokens, padded length {length}).")
+        # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
+        step = int(optimizer.iterations.numpy())
+        step_loss = float(sums[0]) / max(float(sums[2]), 1.0)
+        if not math.isfinite(step_loss):
+            raise TrainingError(
+                f"Loss is {step_loss} at step {step}; stopped without saving, so {manager.latest_checkpoint} is "
+                f"the last good checkpoint. Lower learning_rate, raise learning_rate_warmup_steps or set "
+                f"clip_grad_norm (--hparams), then rerun to resume from it.")
+        window_tokens += float(sums[2])
+        out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
+        if not out_of_time:
+            run_steps.measure(step, time.time(), output_dir, log)
+        finished = step >= run_steps.end or out_of_time
+        if step % summary_steps == 0 or finished:
+            now = time.time()
+            # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
+            rate = learning_rate_schedule(hparams, run_steps.end)(step - 1)
+            values = {"loss": step_loss, "learning_rate": float(rate),
+                      "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
+            write_scalars(writer, step, values)
+            remaining = (now - started) / max(step - start_step, 1) * (run_steps.end - step)
+            if train_minutes:  # whichever bound comes first
+                remaining = max(0.0, min(remaining, started + 60.0 * train_minutes - now))
+            log(f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
+                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
+            window_start, window_tokens = now, 0.0
+        # Saved after the step's scalars: a run killed in between redoes the step and logs it
+        # again, never resuming past a step whose scalars were lost.
+        if step != saved_step and (saving.due(step, time.time()) or finished):
+            _save(steps, batches, manager, step)
+            saved_step = step
+            saving.saved(time.time())
+        if eval_frequency and (step % eval_frequency == 0 or finished):
+            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+        if out_of_time:
+            log(f"Stopped after {train_minutes:g} minutes at step {step}; saved {manager.latest_checkpoint}.")
+            for warning in run_steps.stopped_by_the_clock(step):
+                log(warning)
+            break
+    return metrics
+
+
+def _duration(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"
+
+
+def _one_update(steps, batches, k):
+    """One optimizer update from k micro-batches; returns the summed [loss, NLL, tokens] and a length."""
+    batch = batches.next()
+    length = _padded_length(batch)
+    if k == 1:
+        return steps.train_step(batch).numpy(), length
+    total = steps.accumulate_step(batch).numpy()
+    for _ in range(k - 1):
+        total = total + steps.accumulate_step(batches.next()).numpy()
+    steps.apply_step()
+    return total, length
+
+
+def _padded_length(batch) -> int:
+    targets = batch["targets"]
+    local = targets.values[0] if hasattr(targets, "values") else targets
+    return int(local.shape[1])
+
+
+def _save(steps, batches, manager, step):
+    if not steps.all_finite():
+        raise TrainingError(
+            f"Weights are not finite at step {step}; stopped without saving, so {manager.latest_checkpoint} is the "
+            f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun.")
+    batches.record_positions()
+    manager.save(checkpoint_number=step)
