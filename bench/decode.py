@@ -36,8 +36,8 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.decode import decoding
-from t2t_lite.model.models import Transformer  # noqa: E402
+from t2t_lite.decode import beam_search
+from t2t_lite.model.transformer import Transformer  # noqa: E402
 
 PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
 SENTENCES, SOURCE_LENGTH, OUTPUT_LENGTH = 32, 20, 30
@@ -61,13 +61,13 @@ def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size
     settings = dict(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH,
                     use_cache=use_cache, eos_id=NO_EOS)
     start = time.perf_counter()
-    ids, _ = decoding.decode_batch(model, source, **settings)
+    ids, _ = beam_search.decode_batch(model, source, **settings)
     first = time.perf_counter() - start
     assert ids.shape == (SENTENCES, output_length), ids.shape
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        decoding.decode_batch(model, source, **settings)
+        beam_search.decode_batch(model, source, **settings)
         times.append(time.perf_counter() - start)
     return first, times
 

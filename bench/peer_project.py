@@ -16,7 +16,7 @@ What is timed is what a user gets:
   * training: `train_step.StepFunctions.train_step` (forward, the label-smoothed loss of
     loss.py, backward, Adam on eq. 3 from schedule.py) on transformer_tiny / transformer_base
     with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
-  * decoding: `decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
+  * decoding: `beam_search.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
@@ -31,7 +31,7 @@ What is timed is what a user gets:
     appends EOS to each row (21 ids, one more than the peers read) and decodes with EOS
     fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
     EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
-    equals `decoding.decode_batch` on the same model.
+    equals `beam_search.decode_batch` on the same model.
 Achieved FLOP/s = flops.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
@@ -84,7 +84,7 @@ tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import decoding, quantization
+from t2t_lite.decode import beam_search, quantization
 from t2t_lite.serve import export
 from t2t_lite.train import checkpoints, flops, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
@@ -148,7 +148,7 @@ def time_training(steps, hparams, cfg, seed):
 
 
 def decode_settings(cfg, beam_size):
-    # decode_length = the input's non-padding length + extra_length (decoding.decode).
+    # decode_length = the input's non-padding length + extra_length (beam_search.decode).
     return dict(beam_size=beam_size, alpha=cfg["beam_alpha"],
                 extra_length=cfg["decode_max_out"] - cfg["decode_src_len"], eos_id=NO_EOS)
 
@@ -163,15 +163,15 @@ def time_decoding(model, cfg, modes, xla=False):
         settings = dict(decode_settings(cfg, beam_size), xla=xla)
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
-            lambda batch, settings=settings: decoding.decode_batch(model, batch, **settings)[0], source, cfg,
-            method=f"t2t_lite.decode.decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
+            lambda batch, settings=settings: beam_search.decode_batch(model, batch, **settings)[0], source, cfg,
+            method=f"t2t_lite.decode.beam_search.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
             beam_size=beam_size, alpha=cfg["beam_alpha"])
         if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
             raise RuntimeError(f"{name} decoding returned {results[name]['out_shape']}, expected "
                                f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings).")
     if "greedy" not in results:
         return results
-    output = decoding.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
+    output = beam_search.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
     logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
     results["greedy"]["check_teacher_forced_argmax_match"] = round(
         float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4)
@@ -210,7 +210,7 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
                       tokens_per_step=hparams.tokens_per_step)
     else:
         source = pc.random_decode_src(cfg)
-        decoding.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
+        beam_search.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
         result.update(sentences=int(source.shape[0]), beam_size=cfg["beam_size"], out_tokens=cfg["decode_max_out"])
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return result
@@ -243,7 +243,7 @@ def without_eos(model):
     last_norm.beta.assign(np.ones(last_norm.beta.shape, np.float32))
     embeddings = model.softmax_weights.embeddings
     rows = embeddings.numpy()
-    rows[decoding.EOS_ID] = -1.0
+    rows[beam_search.EOS_ID] = -1.0
     embeddings.assign(rows)
 
 
@@ -283,7 +283,7 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
     Returns ({mode: result}, whether the export decodes with XLA).
     """
     source = pc.random_decode_src(cfg)
-    with_eos = np.concatenate([source, np.full([len(source), 1], decoding.EOS_ID)], axis=1)
+    with_eos = np.concatenate([source, np.full([len(source), 1], beam_search.EOS_ID)], axis=1)
     vocab = made_up_vocabulary(os.path.join(scratch, "vocabulary.model"))
     beam_sizes, results, xla = {"greedy": 1, "beam": cfg["beam_size"]}, {}, False
     for name in modes:
@@ -301,10 +301,10 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
         output = call(source)
         lengths = (output != 0).sum(axis=1)
         results[name]["out_tokens_per_sentence"] = {"min": int(lengths.min()), "max": int(lengths.max())}
-        if (output == decoding.EOS_ID).any() or {int(lengths.min()), int(lengths.max())} != {cfg["decode_max_out"]}:
+        if (output == beam_search.EOS_ID).any() or {int(lengths.min()), int(lengths.max())} != {cfg["decode_max_out"]}:
             raise RuntimeError(f"the SavedModel's {name} outputs are not all {cfg['decode_max_out']} tokens without "
                                f"EOS: lengths {results[name]['out_tokens_per_sentence']} (see without_eos).")
-        library = decoding.decode_batch(model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"],
+        library = beam_search.decode_batch(model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"],
                                         extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1)[0]
         width = cfg["decode_max_out"]
         results[name]["check_equals_decode_batch"] = round(float(np.mean(output[:, :width] == library[:, :width])), 4)

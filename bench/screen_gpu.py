@@ -3,7 +3,7 @@
 Issue 19's recipe is judged by one CPU-hour of `bench/multi30k.sh`; each of its runs costs that hour.
 This script trains the same model the same way for a given number of updates on a GPU (under
 `KERAS_BACKEND=jax`: no TensorFlow needed) and scores val, so that the CPU runs go to the changes
-that a screen ranks first. What is the same as `t2t-trainer`: the `Transformer` (t2t_lite/model/models.py),
+that a screen ranks first. What is the same as `t2t-trainer`: the `Transformer` (t2t_lite/model/transformer.py),
 `padded_cross_entropy` (t2t_lite/train/loss.py), Adam with the set's β1, β2, ε, eq. 3 with tensor2tensor's
 linear decay over the last `learning_rate_decay_steps` updates (t2t_lite/train/schedule.py), token batches
 of `batch_size` per side bucketed by the longer side (t2t_lite/data/input_pipeline.py's boundaries, both
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-EOS_ID = 1
+EOS_ID = 1  # t2t_lite.data.vocabulary.EOS_ID, restated: this script runs on a machine without TensorFlow
 
 
 def parse_args(argv=None):
@@ -111,7 +111,7 @@ def run_one(args, name, overrides, updates):
     import keras
     import numpy as np
 
-    from t2t_lite.model.models import Transformer
+    from t2t_lite.model.transformer import Transformer
 
     # The set's function itself: registry.hparams() would also import the problems, which need TensorFlow.
     hparams = getattr(sys.modules["t2t_lite.hparams.transformer"], args.hparams_set)()

@@ -44,7 +44,7 @@ import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded 
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
-from t2t_lite.serve import export, warmup
+from t2t_lite.serve import export, serving_warmup
 from t2t_lite.train import checkpoints
 
 VOCAB_SIZE = 1000
@@ -97,7 +97,7 @@ def first_requests(version_dir, sentences, batch_sizes, replay):
     result = {"load_s": time.perf_counter() - start}
     if replay:
         start = time.perf_counter()
-        warmup.replay(loaded, warmup.read_warmup_requests(version_dir))
+        serving_warmup.replay(loaded, serving_warmup.read_warmup_requests(version_dir))
         result["replay_s"] = time.perf_counter() - start
     translate = loaded.signatures[export.TEXT_SIGNATURE]
     for batch_size in batch_sizes:
@@ -154,7 +154,7 @@ def benchmark(kind, version_dir, sentences, args):
             f"batch {size} {first[f'first_{size}_s'] * 1000:.0f} ms" for size in args.batch_sizes.split(",")),
             flush=True)
     loaded = tf.saved_model.load(version_dir)
-    warmup.replay(loaded, warmup.read_warmup_requests(version_dir))
+    serving_warmup.replay(loaded, serving_warmup.read_warmup_requests(version_dir))
     translate = loaded.signatures[export.TEXT_SIGNATURE]
     print(f"output: {output_length(loaded, sentences):.1f} words per sentence on average (random weights)\n")
     print("| threads | batch | requests | sentences/s | p50 ms | p95 ms | p99 ms |")

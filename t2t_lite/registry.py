@@ -71,7 +71,7 @@ def _load_builtins():
     # Imported here, not at module top, because the built-ins import this module.
     importlib.import_module("t2t_lite.hparams")
     importlib.import_module("t2t_lite.problems")
-    importlib.import_module("t2t_lite.model.models")
+    importlib.import_module("t2t_lite.model.transformer")
 
 
 def _lookup(table, kind, name, list_flag):

@@ -11,7 +11,7 @@ from absl import flags as absl_flags
 
 from t2t_lite import registry
 from t2t_lite.train import averaging, checkpoints
-from t2t_lite.cli import avg_all
+from t2t_lite.cli import t2t_avg_all
 from test_checkpoints import small_model, write_checkpoints
 
 
@@ -75,7 +75,7 @@ def test_average_equals_numpy_mean_of_last_n(tmp_path):
 def run_avg_all(argv):
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-avg-all"] + argv)
-    avg_all.main([])
+    t2t_avg_all.main([])
 
 
 def test_avg_all_tool(tmp_path):
@@ -105,11 +105,11 @@ def test_avg_all_and_the_newest_average_work_with_directories_relative_to_the_cw
 
 
 def test_avg_all_errors_name_the_flag(tmp_path):
-    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="--model_dir"):
         run_avg_all([f"--output_dir={tmp_path}"])
-    with pytest.raises(avg_all.flags.UsageError, match="--model_dir"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="--model_dir"):
         run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}"])
-    with pytest.raises(avg_all.flags.UsageError, match="--n=0"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="--n=0"):
         run_avg_all([f"--model_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}", "--n=0"])
 
 
@@ -118,13 +118,13 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
     model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
     write_checkpoints(model_dir, steps=[1, 2], keep=5)
     trained = {path: open(path, "rb").read() for path in tf.io.gfile.glob(os.path.join(model_dir, "*"))}
-    with pytest.raises(avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
         run_avg_all([f"--model_dir={model_dir}", f"--output_dir={model_dir}/"])
     assert {path: open(path, "rb").read() for path in trained} == trained  # nothing written
 
     run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
     first = open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read()
-    with pytest.raises(avg_all.flags.UsageError, match="ckpt-2 exists already"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="ckpt-2 exists already"):
         run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=1"])
     assert open(os.path.join(output_dir, "ckpt-2.data-00000-of-00001"), "rb").read() == first
 
@@ -138,7 +138,7 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
     other = str(tmp_path / "other")
     write_checkpoints(other, steps=[7], keep=5)
     checkpoints.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
-    with pytest.raises(avg_all.flags.UsageError, match="hparams.json differs .* another model"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="hparams.json differs .* another model"):
         run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
 
 
@@ -157,11 +157,11 @@ def test_averaged_transformer_loads_with_load_model(tmp_path):
     checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
     averaging.average_checkpoints(model_dir, str(tmp_path / "avg"), n=2)
 
-    loaded = checkpoints.load_model(str(tmp_path / "avg"), checkpoints.read_hparams(str(tmp_path / "avg")), 12)
+    loaded = checkpoints.restore_model(str(tmp_path / "avg"), checkpoints.read_hparams(str(tmp_path / "avg")), 12)
     for variable, first, second in zip(loaded.trainable_variables, *weights):
         np.testing.assert_allclose(variable.numpy(), (first + second) / 2, rtol=1e-6)
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
-        checkpoints.load_model(str(tmp_path), hparams, 12)
+        checkpoints.restore_model(str(tmp_path), hparams, 12)
 
 
 def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_others(tmp_path):
@@ -169,7 +169,7 @@ def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_other
     write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)
     data = os.path.join(model_dir, "ckpt-3.data-00000-of-00001")
     os.truncate(data, os.path.getsize(data) // 2)
-    with pytest.raises(avg_all.flags.UsageError, match=rf"{data} cannot be read .*--checkpoint_path="
+    with pytest.raises(t2t_avg_all.flags.UsageError, match=rf"{data} cannot be read .*--checkpoint_path="
                                                         rf"{os.path.join(model_dir, 'ckpt-2')} \(the newest"):
         run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
     assert not os.path.exists(os.path.join(output_dir, "checkpoint"))  # nothing averaged
@@ -185,8 +185,8 @@ def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_other
 def test_avg_all_paths_are_checked_before_any_work(tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    with pytest.raises(avg_all.flags.UsageError, match="--model_dir=.*a_file: is a file; give a directory"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="--model_dir=.*a_file: is a file; give a directory"):
         run_avg_all([f"--model_dir={a_file}", f"--output_dir={tmp_path / 'o'}"])
     write_checkpoints(str(tmp_path / "train"), steps=[1], keep=5)
-    with pytest.raises(avg_all.flags.UsageError, match="--output_dir=.*a_file: is a file; give a directory"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="--output_dir=.*a_file: is a file; give a directory"):
         run_avg_all([f"--model_dir={tmp_path / 'train'}", f"--output_dir={a_file}"])

@@ -139,7 +139,7 @@ def test_table_by_step_agrees_with_sacrebleu_and_events_and_plot_hold_the_same(t
 
 def test_without_matplotlib_only_the_plot_is_left_out(tmp_path, monkeypatch, capsys):
     from absl import flags as absl_flags
-    from t2t_lite.cli import bleu as bleu_cli
+    from t2t_lite.cli import t2t_bleu as bleu_cli
 
     directory, _ = translations_dir(tmp_path)
     reference = write(tmp_path / "ref.de", REFERENCE)

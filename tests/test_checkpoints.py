@@ -84,10 +84,10 @@ def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp
     hparams = transformer_checkpoints(model_dir, [1, 2, 3])
     damage(os.path.join(model_dir, "ckpt-3"))
     with pytest.raises(checkpoints.CheckpointError, match=named) as error:
-        checkpoints.load_model(model_dir, hparams, 12)
+        checkpoints.restore_model(model_dir, hparams, 12)
     assert f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}" in str(error.value)
     assert "\n" not in str(error.value)
-    checkpoints.load_model(os.path.join(model_dir, "ckpt-2"), hparams, 12)  # the way out it names works
+    checkpoints.restore_model(os.path.join(model_dir, "ckpt-2"), hparams, 12)  # the way out it names works
 
 
 def snapshot(directory):

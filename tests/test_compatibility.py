@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export's graph uses)
 
 from t2t_lite import registry
-from t2t_lite.decode import decoding, inference
+from t2t_lite.decode import beam_search, inference
 from t2t_lite.train import checkpoints
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
@@ -26,7 +26,7 @@ def restored_model():
     model_dir = str(FIXTURE / "train")
     info = checkpoints.read_problem_info(model_dir)
     problem = registry.problem(info["problem"])
-    model = inference.load_model(problem, checkpoints.read_hparams(model_dir), str(FIXTURE / "data"), model_dir)
+    model = inference.load_model_for_decoding(problem, checkpoints.read_hparams(model_dir), str(FIXTURE / "data"), model_dir)
     return model, problem.vocabulary(str(FIXTURE / "data"))
 
 
@@ -47,11 +47,11 @@ def test_export_written_before_translates_as_the_current_decoder():
     settings = json.loads((version_dir / "assets" / "t2t_export.json").read_text())["decode_hparams"]
     served = tf.saved_model.load(str(version_dir)).signatures["serving_default"](inputs=tf.constant(SENTENCES))
     keep = settings["max_input_length"] - 1
-    encoded = [vocabulary.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in SENTENCES]
+    encoded = [vocabulary.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in SENTENCES]
     batch = np.zeros((len(encoded), max(map(len, encoded))), np.int32)
     for row, ids in enumerate(encoded):
         batch[row, :len(ids)] = ids
-    ids, scores = decoding.decode_batch(model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"],
+    ids, scores = beam_search.decode_batch(model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"],
                                         extra_length=settings["extra_length"])
     assert [text.decode("utf-8") for text in served["outputs"].numpy()] == [vocabulary.decode(row) for row in ids]
     np.testing.assert_allclose(served["scores"].numpy(), scores, rtol=1e-5)

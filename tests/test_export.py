@@ -21,10 +21,10 @@ from absl import flags as absl_flags
 
 from t2t_lite import registry
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import decoding, inference
+from t2t_lite.decode import beam_search, inference
 from t2t_lite.serve import export
 from t2t_lite.train import checkpoints
-from t2t_lite.cli import exporter
+from t2t_lite.cli import t2t_exporter
 from t2t_lite.hparam import HParamsError
 
 WORDS = ("der die das haus katze hund über grün straße läuft schnell "
@@ -83,7 +83,7 @@ def python_random_seed(seed):
 def run_exporter(argv):
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-exporter"] + argv)
-    exporter.main([])
+    t2t_exporter.main([])
 
 
 def build_trained_export(root):
@@ -125,7 +125,7 @@ def setup(built_once):
     data_dir, train_dir = str(root / "data"), str(root / "train")
     return {"version_dir": os.path.join(root, "export", str(STEP)), "flags": exporter_flags(root),
             "vocab": problem.vocabulary(data_dir), "root": root, "hparams": hparams,
-            "model": inference.load_model(problem, hparams, data_dir, train_dir)}
+            "model": inference.load_model_for_decoding(problem, hparams, data_dir, train_dir)}
 
 
 def library_translations(setup, sentences):
@@ -134,8 +134,8 @@ def library_translations(setup, sentences):
     Inputs longer than max_input_length ids (EOS included) are cut as the export documents.
     """
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
-    batch = padded([vocab.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in sentences])
-    ids, scores = decoding.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"],
+    batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
+    ids, scores = beam_search.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"],
                                         alpha=DECODE["alpha"], extra_length=DECODE["extra_length"])
     return [vocab.decode(row) for row in ids], scores, ids
 
@@ -238,7 +238,7 @@ def test_word_reversal_and_eos_survive_export(served, setup):
     reversed_correctly = sum(out == " ".join(reversed(s.split())) for s, out in zip(sentences, outputs))
     assert reversed_correctly >= 16, list(zip(sentences, outputs))[:8]
     _, _, ids = library_translations(setup, sentences)
-    assert (ids == decoding.EOS_ID).any(axis=1).any() and not (ids == decoding.EOS_ID).any(axis=1).all()
+    assert (ids == beam_search.EOS_ID).any(axis=1).any() and not (ids == beam_search.EOS_ID).any(axis=1).all()
 
 
 def test_ids_signature_and_graph_mode_session(served, setup):
@@ -322,8 +322,8 @@ def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
         expected = inference.translate(setup["model"], setup["vocab"], sentences[:count], decoder, progress=False)
         assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
         np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
-    batch = padded([setup["vocab"].encode(sentence) + [decoding.EOS_ID] for sentence in sentences[:70]])
-    ids, _ = decoding.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
+    batch = padded([setup["vocab"].encode(sentence) + [beam_search.EOS_ID] for sentence in sentences[:70]])
+    ids, _ = beam_search.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
                                    extra_length=DECODE["extra_length"], xla=True)
     served = loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
     # Both are 0-padded after EOS; only the width of that padding may differ.
@@ -367,21 +367,21 @@ def test_bytes_that_are_not_utf8_are_flagged_and_spare_the_batch(loaded_export):
 def test_existing_version_is_never_overwritten(setup):
     saved_model = os.path.join(setup["version_dir"], "saved_model.pb")
     before = os.stat(saved_model).st_mtime_ns
-    with pytest.raises(exporter.flags.UsageError, match=f"{STEP} already exists.*never overwritten.*--export_dir"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match=f"{STEP} already exists.*never overwritten.*--export_dir"):
         run_exporter(setup["flags"])
     assert os.stat(saved_model).st_mtime_ns == before
 
 
 def test_exporter_flag_errors(setup, tmp_path):
-    with pytest.raises(exporter.flags.UsageError, match="--export_dir"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match="--export_dir"):
         run_exporter([flag for flag in setup["flags"] if not flag.startswith("--export_dir")])
-    with pytest.raises(exporter.flags.UsageError, match="not a SentencePiece model"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match="not a SentencePiece model"):
         run_exporter(["--problem=algorithmic_reverse", f"--export_dir={tmp_path}"] + setup["flags"][1:3] + setup["flags"][4:6])
-    with pytest.raises(exporter.flags.UsageError, match="--decode_hparams: .*max_input_leng"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match="--decode_hparams: .*max_input_leng"):
         run_exporter(setup["flags"][:-1] + ["--decode_hparams=max_input_lenght=5", f"--export_dir={tmp_path}"])
-    with pytest.raises(exporter.flags.UsageError, match="--hparams: Unknown hparam 'hidden_sise'"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match="--hparams: Unknown hparam 'hidden_sise'"):
         run_exporter(setup["flags"] + ["--hparams=hidden_sise=3", f"--export_dir={tmp_path}"])
-    with pytest.raises(exporter.flags.UsageError, match="--model: .*transformr"):
+    with pytest.raises(t2t_exporter.flags.UsageError, match="--model: .*transformr"):
         run_exporter(setup["flags"] + ["--model=transformr", f"--export_dir={tmp_path}"])
     assert os.listdir(tmp_path) == []
 
@@ -422,14 +422,14 @@ def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_train
     loaded = tf.saved_model.load(version_dir)
 
     sentences = random_sentences(seed=2, count=64)
-    converted = inference.load_model(registry.problem("translate_files"), setup["hparams"],
+    converted = inference.load_model_for_decoding(registry.problem("translate_files"), setup["hparams"],
                                      str(setup["root"] / "data"), str(setup["root"] / "train"), quantize=mode)
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
-    batch = padded([vocab.encode(sentence)[:keep] + [decoding.EOS_ID] for sentence in sentences])
+    batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
     # XLA on both sides: bfloat16 rounds each activation, so another compiler's order of float32 sums moves a
     # score by up to 6e-3 relative with TensorFlow's Eigen kernels (those of a CPU without AVX-512 VNNI/BF16 or
     # AMX; measured with TF_ENABLE_ONEDNN_OPTS=0) against 4e-5 with oneDNN's: enough to swap two close beams.
-    ids, _ = decoding.decode_batch(converted, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
+    ids, _ = beam_search.decode_batch(converted, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
                                    extra_length=DECODE["extra_length"], xla=True)
     outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
     np.testing.assert_array_equal(outputs[:, :ids.shape[1]], ids)

@@ -11,9 +11,9 @@ from absl import flags as absl_flags
 
 from t2t_lite import registry
 from t2t_lite.data import datagen
-from t2t_lite.decode import decoding
+from t2t_lite.decode import beam_search
 from t2t_lite.train import checkpoints
-from t2t_lite.cli import decoder as decoder_cli
+from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.hparam import HParamsError
 from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.data.text_lines import read_lines as read_input_lines
@@ -46,7 +46,7 @@ def test_output_in_input_order_equals_each_line_decoded_alone(trained):
     settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
     batched = translate(model, vocabulary, lines, settings, progress=False)
     for line, translation in zip(lines, batched):
-        ids, _ = decoding.decode_batch(model, np.array([vocabulary.encode(line) + [1]], np.int32),
+        ids, _ = beam_search.decode_batch(model, np.array([vocabulary.encode(line) + [1]], np.int32),
                                        beam_size=3, alpha=0.6, extra_length=4)
         assert translation.source == line
         assert translation.hypotheses[0] == vocabulary.decode(ids[0])

@@ -17,7 +17,7 @@ import pytest
 from absl import flags as absl_flags
 
 from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
-from t2t_lite.insights import insights
+from t2t_lite.insights import server as insights
 from t2t_lite.train import checkpoints
 from t2t_lite.cli import insights as insights_cli
 from t2t_lite.decode.inference import DecodeHParams, translate

@@ -12,7 +12,7 @@ from absl.testing import flagsaver
 
 from t2t_lite import registry
 from t2t_lite.data import datagen
-from t2t_lite.cli import datagen as datagen_cli
+from t2t_lite.cli import t2t_datagen as datagen_cli
 from t2t_lite.cli import flags
 from t2t_lite.problems.algorithmic import AlgorithmicReverse
 from t2t_lite.problems.translate_files import CorpusError, TranslateFiles

@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.decode import decoding, inference, quantization
+from t2t_lite.decode import beam_search, inference, quantization
 from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.hparam import HParams, HParamsError
-from t2t_lite.model.models import Transformer
+from t2t_lite.model.transformer import Transformer
 
 VOCAB, HIDDEN = 50, 16
 
@@ -91,7 +91,7 @@ def sentences(lengths, seed=0):
     rng = np.random.default_rng(seed)
     batch = np.zeros([len(lengths), max(lengths)], np.int32)
     for row, length in enumerate(lengths):
-        batch[row, :length] = np.append(rng.integers(3, VOCAB, size=length - 1), decoding.EOS_ID)
+        batch[row, :length] = np.append(rng.integers(3, VOCAB, size=length - 1), beam_search.EOS_ID)
     return batch
 
 
@@ -153,9 +153,9 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     _, converted = tiny_pair(mode)
     inputs = sentences([5, 7, 11], seed=4)
     settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
-    cached_ids, cached_scores = decoding.decode_batch(converted, inputs, **settings)
-    full_ids, full_scores = decoding.decode_batch(converted, inputs, use_cache=False, **settings)
-    xla_ids, xla_scores = decoding.decode_batch(converted, inputs, xla=True, **settings)
+    cached_ids, cached_scores = beam_search.decode_batch(converted, inputs, **settings)
+    full_ids, full_scores = beam_search.decode_batch(converted, inputs, use_cache=False, **settings)
+    xla_ids, xla_scores = beam_search.decode_batch(converted, inputs, xla=True, **settings)
     # Another order of float32 sums moves an activation by an ulp, and now and then that flips its
     # rounding to bfloat16 (8 mantissa bits): a score moves by up to ~1e-3 relative (1.5e-3 seen on an
     # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).

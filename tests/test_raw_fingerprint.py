@@ -7,7 +7,7 @@ import pytest
 from absl.testing import flagsaver
 
 from t2t_lite.data import datagen, raw_fingerprint
-from t2t_lite.cli import datagen as datagen_cli
+from t2t_lite.cli import t2t_datagen as datagen_cli
 from t2t_lite.cli import flags
 from t2t_lite.problems.translate_gettext import TranslateEndeGettext
 from test_problem import TinyFiles, sentence_pairs, write_corpus

@@ -192,7 +192,7 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
     with pytest.raises(trainer.TrainingError, match="last good checkpoint"):
         train(reverse_data, output_dir, overrides=SMALL + ",learning_rate=1e30", save_checkpoints_steps=1)
     latest = tf.train.latest_checkpoint(output_dir)
-    model = checkpoints.load_model(latest, checkpoints.read_hparams(output_dir), 12)
+    model = checkpoints.restore_model(latest, checkpoints.read_hparams(output_dir), 12)
     assert all(np.isfinite(v.numpy()).all() for v in model.trainable_variables)
 
 
@@ -286,7 +286,7 @@ def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_
     assert checkpoints.all_checkpoints(output_dir) == listed
 
     hparams = checkpoints.read_hparams(output_dir)
-    model = checkpoints.load_model(output_dir, hparams, 12)
+    model = checkpoints.restore_model(output_dir, hparams, 12)
     problem = registry.problem("algorithmic_reverse")
     totals = {}
     for batch in input_pipeline.batched_dataset(problem, "dev", reverse_data, hparams, shuffle=False, repeat=False):
@@ -455,7 +455,7 @@ def test_checkpoint_path_resumes_the_run_from_an_earlier_checkpoint(reverse_data
 def run_cli(argv):
     from absl import flags as absl_flags
 
-    from t2t_lite.cli import trainer as trainer_cli
+    from t2t_lite.cli import t2t_trainer as trainer_cli
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-trainer"] + argv)
     trainer_cli.main([])
@@ -525,7 +525,7 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-1")
     info = checkpoints.read_problem_info(output_dir)
     assert info["vocab_size"] == TinyEnde().vocab_size(data_dir)
-    checkpoints.load_model(output_dir, checkpoints.read_hparams(output_dir), info["vocab_size"])
+    checkpoints.restore_model(output_dir, checkpoints.read_hparams(output_dir), info["vocab_size"])
 
 
 def test_a_run_in_a_directory_relative_to_the_cwd_resumes_its_own_checkpoints(reverse_data, tmp_path, monkeypatch):

@@ -61,7 +61,7 @@ def save_random_weights(model, manager, step):
 
 def fresh_decode(problem, data_dir, checkpoint_path):
     """What t2t-decoder gives with this checkpoint alone: a model built and loaded for it."""
-    model = inference.load_model(problem, HPARAMS, data_dir, checkpoint_path)
+    model = inference.load_model_for_decoding(problem, HPARAMS, data_dir, checkpoint_path)
     translations = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, SETTINGS, progress=False)
     return [translation.hypotheses[0] for translation in translations]
 
@@ -105,7 +105,7 @@ def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_i
     translate_all.translate_all(translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
                                 model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=lambda _: None)
     # The second checkpoint is the one a reused int8 model would get wrong (the first is loaded fresh anyway).
-    model = inference.load_model(problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8")
+    model = inference.load_model_for_decoding(problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8")
     alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
     assert read_lines(str(tmp_path / "src.txt-20")) == [t.hypotheses[0] for t in alone]
     assert read_lines(str(tmp_path / "src.txt-10")) != read_lines(str(tmp_path / "src.txt-20"))

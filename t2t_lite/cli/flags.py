@@ -122,7 +122,7 @@ def trained_model(problem, hparams, quantize: str = ""):
     from t2t_lite.decode import inference
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
-        model = inference.load_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
+        model = inference.load_model_for_decoding(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
                                      FLAGS.model, quantize)
     except FileNotFoundError as error:  # CheckpointError too
         raise UsageError(str(error)) from None

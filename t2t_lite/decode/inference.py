@@ -2,30 +2,27 @@
 
 Sentences are encoded with the problem's vocabulary (plus EOS), sorted by length so
 each batch holds sentences of similar length (less padding), decoded with
-`t2t_lite.decode.decoding.decode_batch` (beam search with the paper's length penalty and a
+`t2t_lite.decode.beam_search.decode_batch` (beam search with the paper's length penalty and a
 key/value cache), and written back in the input's order, one output line per input
 line. Decoding settings come from the hparams set, then the problem's defaults
 (e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
 longer input is cut to its first ids and EOS, and `truncation_note` names the lines cut.
-`write_attention_page` and `attention_pictures` show the attention of each line's best hypothesis,
-read back through the model (the paper's Figures 3–5).
+Reading and writing files and stdin is in `decode_files`; the attention of a decoded line,
+read back through the model, in `t2t_lite.insights.attention_readout`.
 """
 
 import dataclasses
-import os
-import sys
 import time
 
 import keras
 import numpy as np
 
 from t2t_lite import registry
-from t2t_lite.decode import decoding, quantization
-from t2t_lite.insights import attention_page
-from t2t_lite.train import checkpoints
+from t2t_lite.decode import beam_search, quantization
+from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.hparam import HParamsError, parse_overrides
+from t2t_lite.train import checkpoints
 
-EOS_ID = 1
 # With xla=True, batches are padded to batch_size rows and to a multiple of this many source
 # positions, so a file needs a few compilations, not one per sentence length.
 XLA_LENGTH_BUCKET = 16
@@ -120,7 +117,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
         inputs = _pad([encoded[index] for index in batch])
         if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
             inputs = _pad(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
-        ids, scores = decoding.decode_batch(
+        ids, scores = beam_search.decode_batch(
             model, inputs, beam_size=settings.beam_size, alpha=settings.alpha,
             extra_length=settings.extra_length, return_beams=True, xla=settings.xla)
         for row, index in enumerate(batch):
@@ -195,82 +192,6 @@ def _check_learned_positions(model, encoded, extra_length):
                 f"long lines with --decode_hparams=max_input_size={position.max_positions - extra_length}.")
 
 
-def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
-                        settings: DecodeHParams) -> str:
-    """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
-    return (f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
-            f".beam{settings.beam_size}.alpha{settings.alpha}.decodes")
-
-
-def write_lines(path: str, lines) -> None:
-    """Writes through a temporary file, so an interrupted run never leaves a half-written output."""
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        for line in lines:
-            file.write(line.replace("\n", " ") + "\n")
-    os.replace(temporary, path)
-
-
-def decode_split(model, problem, data_dir: str, split: str, settings: DecodeHParams, output_path: str,
-                 *, progress: bool = True) -> list:
-    """Decodes the `split` examples of a generated problem; writes `.decodes`, `.inputs` and `.targets` files.
-
-    The inputs and targets are the detokenized ids of the TFRecords, i.e. the
-    problem's normalised text, so `t2t-bleu --translation=X.decodes --reference=X.targets`
-    scores the run.
-    """
-    vocabulary = problem.vocabulary(data_dir)
-    sources, references = [], []
-    for example in problem.dataset(split, data_dir).as_numpy_iterator():
-        sources.append(vocabulary.decode(example["inputs"]))
-        references.append(vocabulary.decode(example["targets"]))
-    translations = translate(model, vocabulary, sources, settings, progress=progress)
-    write_lines(output_path, (translation.line(settings.return_beams) for translation in translations))
-    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
-    write_lines(base + ".inputs", sources)
-    write_lines(base + ".targets", references)
-    return translations
-
-
-def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
-    """Reads a sentence per line from stdin and prints its decoding, until end of input."""
-    for line in stdin:
-        try:
-            translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
-        except BadInputError as error:  # one bad line ends no session
-            print(str(error).replace("input line 1", "this line"), file=sys.stderr, flush=True)
-            continue
-        if translation.truncated:
-            print(input_note(translation), file=sys.stderr, flush=True)
-        print(translation.line(settings.return_beams), file=stdout, flush=True)
-
-
-def attention_weights(model, translation: Translation) -> dict:
-    """The attention of the best hypothesis, read back through the model (teacher-forced).
-
-    Returns {"encoder_self", "decoder_self", "encoder_decoder"} -> list per layer of
-    [heads, queries, keys] numpy arrays: the weights behind the paper's Figures 3–5.
-    """
-    target_ids = translation.ids or [EOS_ID]
-    _, attention = model({"inputs": np.array([translation.source_ids], np.int32),
-                          "targets": np.array([target_ids], np.int32)}, return_attention=True)
-    return {kind: [np.asarray(layer, np.float32)[0] for layer in layers] for kind, layers in attention.items()}
-
-
-def attention_sentences(model, vocabulary, translations) -> list:
-    """The sentences of the attention and beam page (t2t_lite.insights.attention_page) for `translations`."""
-    return [attention_page.sentence_data(translation.source, *_tokens(vocabulary, translation),
-                                         zip(translation.hypotheses, translation.scores),
-                                         attention_weights(model, translation), input_note(translation))
-            for translation in translations]
-
-
-def write_attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
-    """Writes the attention and beam page of `translations` to `path`; returns the path."""
-    return attention_page.write_page(path, attention_sentences(model, vocabulary, translations), title=title,
-                                     details=details)
-
-
 def input_note(translation: Translation) -> str:
     """Says that the model read a cut input ("" if it read all of it)."""
     if not translation.truncated:
@@ -279,32 +200,10 @@ def input_note(translation: Translation) -> str:
             f"{len(translation.source_ids) - 1} and EOS (max_input_size).")
 
 
-def attention_pictures(model, vocabulary, translations, directory: str) -> list:
-    """One PNG heat-map per kind, layer and head of each decoded sentence (`--attention_pngs`)."""
-    from t2t_lite.insights import attention_plot  # matplotlib is optional; imported only when asked for
-
-    written = []
-    for index, translation in enumerate(translations):
-        written += attention_plot.plot_attention(*_tokens(vocabulary, translation),
-                                                 attention_weights(model, translation),
-                                                 os.path.join(directory, f"sentence_{index:04d}"))
-    return written
-
-
-def _tokens(vocabulary, translation: Translation) -> tuple:
-    """The labels of the encoder and decoder positions (one per id) for the attention pictures."""
-    return _pieces(vocabulary, translation.source_ids), _pieces(vocabulary, translation.ids or [EOS_ID])
-
-
-def _pieces(vocabulary, ids) -> list:
-    """One readable label per id for the axes of the attention pictures."""
-    return ["<eos>" if i == EOS_ID else vocabulary.decode([i]) or f"<{i}>" for i in ids]
-
-
-def load_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer",
+def load_model_for_decoding(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer",
                quantize: str = ""):
     """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary, its products quantized as asked."""
     vocabulary = problem.vocabulary(data_dir)
-    model = checkpoints.load_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
+    model = checkpoints.restore_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
                                    problem.name, getattr(vocabulary, "fingerprint", None))
     return quantization.quantize_for_decoding(model, quantize)

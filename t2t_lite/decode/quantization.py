@@ -41,7 +41,8 @@ import gc
 import keras
 from keras import ops
 
-from t2t_lite.model.dropout import compiled_by_xla
+from t2t_lite.model.bfloat16 import bfloat16_matmul, replace_by_bfloat16
+from t2t_lite.model.embedding import SharedEmbedding
 
 MODES = ("", "int8", "bfloat16")  # "" = float32 weights, as trained
 
@@ -59,7 +60,6 @@ def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:
     variables, so restore a checkpoint first.
     """
     check_mode(mode)
-    from t2t_lite.model.embedding import SharedEmbedding  # here, not above: embedding.py imports bfloat16_matmul
     with _one_collection_at_the_end():
         if mode == "int8":
             model.quantize(mode, filters=lambda layer: isinstance(layer, (keras.layers.Dense, SharedEmbedding)))
@@ -93,25 +93,6 @@ def _one_collection_at_the_end():
         collect()
 
 
-def bfloat16_matmul(x, weights, transpose_weights=False):
-    """x [..., k] · weights ([k, n], or [n, k] with transpose_weights), both rounded to bfloat16, summed in float32.
-
-    Returns float32 [..., n]. Under XLA in TensorFlow it is one bfloat16 `dot` with float32
-    output; anywhere else the rounded values are multiplied in float32 (the same products,
-    which are exact in float32, summed in another order).
-    """
-    rounded = ops.cast(x, "bfloat16")
-    if keras.backend.backend() == "tensorflow" and compiled_by_xla():
-        import tensorflow as tf
-        rows = tf.reshape(rounded, [-1, rounded.shape[-1]])
-        products = tf.matmul(rows, ops.cast(weights, "bfloat16"), transpose_b=transpose_weights,
-                             output_type=tf.float32)
-        leading = [size if size is not None else tf.shape(x)[axis] for axis, size in enumerate(x.shape[:-1])]
-        return tf.reshape(products, leading + [products.shape[-1]])
-    weights = ops.cast(ops.cast(weights, "bfloat16"), "float32")
-    return ops.matmul(ops.cast(rounded, "float32"), ops.transpose(weights) if transpose_weights else weights)
-
-
 class BFloat16Dense(keras.layers.Dense):
     """A `keras.layers.Dense` whose kernel is bfloat16: activation(bf16(x) · W + b), b and the sums in float32.
 
@@ -131,18 +112,3 @@ def _use_bfloat16_kernel(layer):
     """Replaces a built Dense's float32 kernel by its bfloat16 rounding, and makes the layer a BFloat16Dense."""
     replace_by_bfloat16(layer, "_kernel", "_kernel", "kernel")
     layer.__class__ = BFloat16Dense
-
-
-def replace_by_bfloat16(layer, attribute, new_attribute, name):
-    """Replaces the float32 variable `layer.<attribute>` by its bfloat16 rounding: `layer.<new_attribute>`, `name`."""
-    rounded = ops.convert_to_numpy(ops.cast(getattr(layer, attribute), "bfloat16"))
-    layer._tracker.unlock()
-    try:
-        delattr(layer, attribute)
-        # autocast=False: a float32 layer must not cast the bfloat16 variable back to float32 when it reads it.
-        variable = layer.add_weight(name=name, shape=rounded.shape, initializer="zeros", dtype="bfloat16",
-                                    trainable=False, autocast=False)
-        setattr(layer, new_attribute, variable)
-    finally:
-        layer._tracker.lock()
-    variable.assign(rounded)

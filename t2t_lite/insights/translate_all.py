@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.decode import inference
+from t2t_lite.decode import decode_files, inference
 from t2t_lite.train import averaging, checkpoints
 
 POLL_SECONDS = 30  # how often to look for a new checkpoint while waiting
@@ -47,7 +47,7 @@ class CheckpointTranslator:
         # The first load also checks problem.json against the problem and vocabulary. A quantized
         # model has int8 or bfloat16 variables where a checkpoint has float32 ones: it is loaded anew each time.
         if self.model is None or self.settings.quantize:
-            self.model = inference.load_model(self.problem, self.hparams, self.data_dir, checkpoint_path,
+            self.model = inference.load_model_for_decoding(self.problem, self.hparams, self.data_dir, checkpoint_path,
                                               self.model_name, self.settings.quantize)
         else:
             checkpoints.restore_weights(self.model, checkpoint_path)  # every checkpoint of a run: one architecture
@@ -125,7 +125,7 @@ def _translate_average(translator, model_dir, source_path, lines, translations_d
 def _translate_to(translator, checkpoint_path, label, lines, output, log) -> str:
     start = time.time()
     translations = translator.translate(checkpoint_path, lines)
-    inference.write_lines(output, translations)
+    decode_files.write_lines(output, translations)
     seconds = time.time() - start
     log(f"{label}: {len(lines)} lines in {seconds:.0f} s "
         f"({len(lines) / max(seconds, 1e-9):.1f} lines/s) -> {output}")

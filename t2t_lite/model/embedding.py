@@ -21,7 +21,7 @@ those rows, and `h Eᵀ` is a bfloat16 product summed in float32.
 import keras
 from keras import ops, quantizers
 
-from t2t_lite.decode.quantization import bfloat16_matmul, replace_by_bfloat16
+from t2t_lite.model.bfloat16 import bfloat16_matmul, replace_by_bfloat16
 
 
 class SharedEmbedding(keras.layers.Layer):

@@ -5,7 +5,7 @@ client had to tokenize exactly as the trainer did. `export_model` instead writes
 SavedModel whose graph holds the whole of `t2t-decoder`'s path:
 
     text -> whitespace normalization -> SentencePiece ids (+ EOS) -> beam search with the
-    key/value cache (`t2t_lite.decode.decoding.decode`) -> best hypothesis -> SentencePiece text
+    key/value cache (`t2t_lite.decode.beam_search.decode`) -> best hypothesis -> SentencePiece text
 
 Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
   serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch],
@@ -22,12 +22,12 @@ best hypothesis. An input string that is not valid UTF-8 is not translated: its
 translates as usual (one bad sentence never fails a batch TF Serving merged from
 several clients). An empty batch returns empty outputs.
 
-`--decode_hparams=xla=true` compiles the beam search with XLA (`decoding.decode` with
+`--decode_hparams=xla=true` compiles the beam search with XLA (`beam_search.decode` with
 static shapes, as `t2t-decoder --decode_hparams=xla=true`): inputs are padded to the
 length and batch buckets of `t2t_lite.serve.xla_buckets`, with the same translations. TF
 Serving then needs `--xla_cpu_compilation_enabled=true` (without it, it refuses the
 compiled functions); the plain export, the default, needs no flag. Every export writes
-`assets.extra/tf_serving_warmup_requests` (`t2t_lite.serve.warmup`): requests of each bucket
+`assets.extra/tf_serving_warmup_requests` (`t2t_lite.serve.serving_warmup`): requests of each bucket
 shape, for both signatures, which TF Serving replays when it loads the version.
 
 Inputs longer than `max_input_length - 1` subwords are cut to their first
@@ -56,18 +56,17 @@ import tensorflow as tf
 
 import numpy as np
 
-from t2t_lite.decode import decoding, inference, quantization
-from t2t_lite.serve import warmup, xla_buckets
+from t2t_lite.decode import beam_search, inference, quantization
+from t2t_lite.serve import serving_warmup, xla_buckets
 from t2t_lite.train import checkpoints
 from t2t_lite.hparam import parse_overrides
-from t2t_lite.model.models import DEFAULT_LEARNED_POSITIONS
-from t2t_lite.data.vocabulary import normalize_text_in_graph
+from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
+from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 PAD_ID = 0
-EOS_ID = decoding.EOS_ID
 
 
 class ExportError(RuntimeError):
@@ -126,7 +125,7 @@ def best_hypotheses_fn(model, settings: ExportHParams):
     """
     options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
     if settings.xla:
-        compiled = tf.function(lambda batch: decoding.decode(model, batch, static_shapes=True, **options),
+        compiled = tf.function(lambda batch: beam_search.decode(model, batch, static_shapes=True, **options),
                                jit_compile=True)
         output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
 
@@ -138,7 +137,7 @@ def best_hypotheses_fn(model, settings: ExportHParams):
 
     def search(inputs):
         def best():
-            ids, scores = decoding.decode(model, inputs, **options)
+            ids, scores = beam_search.decode(model, inputs, **options)
             return ids[:, 0], scores[:, 0]
 
         # The search's length limits reduce over the batch, which fails on an empty one.
@@ -242,7 +241,7 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
         # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
         "xla_buckets": {"length": list(xla_buckets.length_buckets(settings.max_input_length)),
                         "batch": list(xla_buckets.BATCH_BUCKETS)} if settings.xla else None,
-        "warmup_requests": {"file": warmup.WARMUP_FILE, "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
+        "warmup_requests": {"file": serving_warmup.WARMUP_FILE, "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
                             "shapes": [list(shape) for shape in warmup_shapes(settings)]},
     }
 
@@ -275,7 +274,7 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
             tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
                                                             IDS_SIGNATURE: module.translate_ids})
-        warmup.write_warmup_requests(staging, requests)
+        serving_warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -294,7 +293,7 @@ def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, e
                           f"position table (hparams max_length={hparams.max_length}); lower it.")
     checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
     final_dir = version_dir(export_dir, checkpoint)
-    model = checkpoints.load_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
+    model = checkpoints.restore_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
                                    vocabulary.fingerprint)
     module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))

@@ -20,7 +20,7 @@ for that shape:
     A request of more than 64 sentences is decoded in chunks of 64 (and a last, smaller
     chunk), in the same call; nothing is refused.
 
-Padding rows and columns change no sentence's result (`decoding.decode` gives every row
+Padding rows and columns change no sentence's result (`beam_search.decode` gives every row
 its own length limit), so a sentence translates the same in any bucket, and the same as
 `t2t-decoder --decode_hparams=xla=true`, which pads to a multiple of 16 positions and to
 `batch_size` rows.

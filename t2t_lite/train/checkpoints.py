@@ -258,7 +258,7 @@ def build_model(hparams: HParams, vocab_size: int, model_name: str = "transforme
     return model
 
 
-def load_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, model_name: str = "transformer",
+def restore_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, model_name: str = "transformer",
                problem_name: str = None, vocabulary: str = None):
     """Builds the model and restores its weights only (no optimizer state) from a checkpoint.
 

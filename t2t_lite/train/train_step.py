@@ -12,12 +12,24 @@ sum is divided by the token count of all of them: the update equals that of one 
 """
 
 import math
+import typing
 
 import keras
 import tensorflow as tf
 
 from t2t_lite.train import distribution, loss
 
+
+class UpdateSums(typing.NamedTuple):
+    """What a step returns, summed over its micro-batches and replicas: the vector [loss, NLL, tokens]."""
+
+    loss: float  # Σ label-smoothed cross-entropy ℓ_t over the non-padding target tokens
+    negative_log_likelihood: float  # Σ −log p(y_t), without label smoothing
+    target_tokens: float  # |T|, the non-padding target tokens
+
+    @classmethod
+    def of(cls, vector) -> "UpdateSums":
+        return cls(*(float(value) for value in getattr(vector, "numpy", lambda: vector)()))
 
 # -- Sizes the user sees at start ------------------------------------------------------
 def micro_batches_per_step(hparams, num_replicas: int) -> int:

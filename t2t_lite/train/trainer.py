@@ -24,6 +24,7 @@ The estimated FLOPs of a step (`t2t_lite.train.flops`) are printed at the start.
 """
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -37,7 +38,7 @@ from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.train import checkpoints, cpu_features, distribution, flops, loss, replica_input, run_length, run_lock
 from t2t_lite.train.scalars import write_scalars
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
-from t2t_lite.train.train_step import StepFunctions, micro_batches_per_step
+from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
 
@@ -62,12 +63,64 @@ def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int =
 
 
 # -- The entry point ------------------------------------------------------------------------
-def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=250000, eval_steps=100,
-                       local_eval_frequency=1000, save_checkpoints_steps=1000, keep_checkpoint_max=20,
-                       schedule="train_and_evaluate", worker_gpu=1, random_seed=1, train_minutes=0.0,
-                       summary_steps=100, model_name="transformer", save_checkpoints_secs=0, checkpoint_path=None,
-                       cluster_start_minutes=15.0, fit_train_steps_to_minutes=False, log=print) -> dict:
-    """Trains `model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """How one run trains: its length, evaluations, checkpoints, devices and seed (t2t-trainer's flags).
+
+    The model is the HParams' business; nothing here changes the weights a checkpoint holds.
+    """
+
+    train_steps: int = 250000  # Stop at this step (a resumed run counts the steps already made).
+    eval_steps: int = 100  # Dev batches per evaluation; 0 = the whole dev split.
+    local_eval_frequency: int = 1000  # Evaluate every this many steps (schedule "train_and_evaluate").
+    save_checkpoints_steps: int = 1000  # Write ckpt-<step> every this many steps...
+    save_checkpoints_secs: float = 0  # ...or, when > 0, every this many seconds instead (§6.1: 600).
+    keep_checkpoint_max: int = 20  # Keep the newest this many checkpoints.
+    schedule: str = "train_and_evaluate"  # "train", "evaluate" (the latest checkpoint, once) or both.
+    worker_gpu: int = 1  # Local devices to mirror the model on (§5.2); TF_CONFIG spans machines.
+    random_seed: int = 1  # Seeds the weights, dropout and the order of the data.
+    train_minutes: float = 0.0  # Also stop after this many minutes of training; 0 = no bound.
+    fit_train_steps_to_minutes: bool = False  # Choose the step count that ends eq. 3's decay inside train_minutes.
+    summary_steps: int = 100  # A log line and TensorBoard scalars every this many steps.
+    model_name: str = "transformer"  # The registered model.
+    checkpoint_path: str = None  # Resume from this earlier checkpoint of the run instead of the latest.
+    cluster_start_minutes: float = 15.0  # Under TF_CONFIG: how long to wait for every worker; 0 = for ever.
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r}: expected one of {', '.join(SCHEDULES)}.")
+
+
+@dataclasses.dataclass
+class _Training:
+    """What the loop works with, made once by `train_and_evaluate`."""
+
+    problem: object
+    hparams: object
+    data_dir: str
+    save_dir: str  # output_dir, or a non-chief worker's scratch directory
+    steps: StepFunctions
+    batches: replica_input.TrainingBatches
+    manager: tf.train.CheckpointManager
+    run_steps: run_length.RunLength
+    vocab_size: int
+    log: object
+    micro_batches: int = 1  # k of §5.1's ~25,000-token batches: micro-batches accumulated per update
+
+    def evaluate_and_log(self, eval_steps: int) -> dict:
+        step = int(self.steps.optimizer.iterations.numpy())
+        metrics = evaluate(self.steps, self.problem, self.data_dir, self.hparams, eval_steps)
+        self.log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
+        write_scalars(tf.summary.create_file_writer(os.path.join(self.save_dir, "eval")), step, metrics)
+        return metrics
+
+
+def train_and_evaluate(problem, hparams, data_dir, output_dir, settings: RunSettings = None, *, log=print,
+                       **changes) -> dict:
+    """Trains `settings.model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
+
+    `settings` is a RunSettings (the defaults when None); fields given by name in `changes`
+    replace its own (`train_and_evaluate(..., train_steps=8, schedule="train")`).
 
     One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
     Resuming skips checkpoints that cannot be read, with a warning, and moves them to
@@ -89,41 +142,40 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
     `cluster_start_minutes` (every worker started and the first collectives passed) is
     stopped, with a message naming the workers it waited for (0 = wait for ever).
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)}.")
-    distribution.check_clock_free(train_minutes, save_checkpoints_secs)
-    run_length.check_fit(fit_train_steps_to_minutes, train_minutes, hparams.learning_rate_decay_steps)
-    if schedule != "train" and not datagen.complete_shards(data_dir, problem.base_name, "dev"):
+    settings = dataclasses.replace(settings or RunSettings(), **changes)
+    distribution.check_clock_free(settings.train_minutes, settings.save_checkpoints_secs)
+    run_length.check_fit(settings.fit_train_steps_to_minutes, settings.train_minutes, hparams.learning_rate_decay_steps)
+    if settings.schedule != "train" and not datagen.complete_shards(data_dir, problem.base_name, "dev"):
         # Found now, not at the first evaluation hours into the run.
         raise ValueError(
-            f"--schedule={schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
+            f"--schedule={settings.schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
             f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train.")
-    keras.utils.set_random_seed(random_seed)
+    keras.utils.set_random_seed(settings.random_seed)
     with contextlib.ExitStack() as held:
         # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
-        cluster_started = held.enter_context(distribution.cluster_start_deadline(cluster_start_minutes))
-        strategy = distribution.strategy_for(worker_gpu)
+        cluster_started = held.enter_context(distribution.cluster_start_deadline(settings.cluster_start_minutes))
+        strategy = distribution.strategy_for(settings.worker_gpu)
         if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
             raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
                              f"replicas: Keras clips each replica's share before the sum, not the global norm; "
                              f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
         # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
-        writes_output_dir = distribution.is_chief(strategy) and schedule != "evaluate"
+        writes_output_dir = distribution.is_chief(strategy) and settings.schedule != "evaluate"
         if writes_output_dir:
             held.enter_context(run_lock.directory_lock(output_dir, "t2t-trainer", log))
         vocabulary = problem.vocabulary(data_dir)
         vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
-        checkpoints.check_same_run(output_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+        checkpoints.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
         with strategy.scope():
-            model = checkpoints.build_model(hparams, vocab_size, model_name)
-            run_steps = run_length.RunLength(train_steps, hparams.learning_rate_decay_steps, train_minutes,
-                                             fit_train_steps_to_minutes, hparams.learning_rate_warmup_steps)
-            optimizer = adam_optimizer(hparams, train_steps if run_steps.variable is None else run_steps.variable)
+            model = checkpoints.build_model(hparams, vocab_size, settings.model_name)
+            run_steps = run_length.RunLength(settings.train_steps, hparams.learning_rate_decay_steps, settings.train_minutes,
+                                             settings.fit_train_steps_to_minutes, hparams.learning_rate_warmup_steps)
+            optimizer = adam_optimizer(hparams, settings.train_steps if run_steps.variable is None else run_steps.variable)
             optimizer.build(model.trainable_variables)
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
-        batches = replica_input.TrainingBatches(problem, data_dir, hparams, random_seed, strategy, log)
+        batches = replica_input.TrainingBatches(problem, data_dir, hparams, settings.random_seed, strategy, log)
         held.callback(batches.close)
         checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
                                                      data_batches_taken=batches.batches_taken)
@@ -131,105 +183,100 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, *, train_steps=25
         save_dir = distribution.checkpoint_directory(strategy, output_dir)
         if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
             held.callback(shutil.rmtree, save_dir, ignore_errors=True)
-        latest = checkpoints.restore_for_training(checkpoint, output_dir, checkpoint_path, log,
+        latest = checkpoints.restore_for_training(checkpoint, output_dir, settings.checkpoint_path, log,
                                                   set_aside=writes_output_dir)
-        manager = checkpoints.checkpoint_manager(checkpoint, save_dir, keep_checkpoint_max)
+        manager = checkpoints.checkpoint_manager(checkpoint, save_dir, settings.keep_checkpoint_max)
         if latest:
             log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
-        elif schedule == "evaluate":
+        elif settings.schedule == "evaluate":
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
         if writes_output_dir:
             run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
-        checkpoints.write_model_info(save_dir, hparams, problem.name, model_name, vocab_size, fingerprint)
+        checkpoints.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
-        if schedule == "evaluate":
-            return _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
-        k = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
-        if k > 1:
+        training = _Training(problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log)
+        if settings.schedule == "evaluate":
+            return training.evaluate_and_log(settings.eval_steps)
+        training.micro_batches = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
+        if training.micro_batches > 1:
             steps.build_accumulators()
-        log(f"Model {model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} replica(s) × "
-            f"{k} micro-batch(es) × {hparams.batch_size:,} tokens = about "
-            f"{strategy.num_replicas_in_sync * k * hparams.batch_size:,} tokens per step (padded, longer side).")
+        log(f"Model {settings.model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} "
+            f"replica(s) × {training.micro_batches} micro-batch(es) × {hparams.batch_size:,} tokens = about "
+            f"{strategy.num_replicas_in_sync * training.micro_batches * hparams.batch_size:,} tokens per step "
+            f"(padded, longer side).")
         # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
         gpu = tf.config.list_physical_devices("GPU")
         for note in (None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
-                     decay_note(hparams, train_steps, train_minutes, fit_train_steps_to_minutes)):
+                     decay_note(hparams, settings.train_steps, settings.train_minutes,
+                                settings.fit_train_steps_to_minutes)):
             if note:
                 log(note)
         if not latest:
             manager.save(checkpoint_number=0)
         if strategy.num_replicas_in_sync > 1:
             steps.trace_once_for(batches.batch_spec())
-        evaluating = schedule == "train_and_evaluate"
-        saving = checkpoints.SaveEvery(steps=save_checkpoints_steps, seconds=save_checkpoints_secs,
-                                       last_time=time.time())
-        metrics = _train_loop(steps, batches, manager, k, problem, data_dir, hparams, save_dir, run_steps,
-                              eval_steps, local_eval_frequency if evaluating else 0, saving,
-                              summary_steps, train_minutes, vocab_size, log)
-        if evaluating and not metrics:  # already trained to train_steps: evaluate the checkpoint
-            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, save_dir, optimizer, log)
+        metrics = _train_loop(training, settings)
+        if settings.schedule == "train_and_evaluate" and not metrics:  # already at train_steps: evaluate it
+            metrics = training.evaluate_and_log(settings.eval_steps)
     distribution.leave_cluster()  # under TF_CONFIG: ends the process once every worker is done (lock released)
     return metrics
 
 
-def _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log):
-    step = int(optimizer.iterations.numpy())
-    metrics = evaluate(steps, problem, data_dir, hparams, eval_steps)
-    log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
-    write_scalars(tf.summary.create_file_writer(os.path.join(output_dir, "eval")), step, metrics)
-    return metrics
-
-
-def _train_loop(steps, batches, manager, k, problem, data_dir, hparams, output_dir, run_steps, eval_steps,
-                eval_frequency, saving, summary_steps, train_minutes, vocab_size, log):
-    """Updates until run_steps.end (or train_minutes); a line and TensorBoard scalars every summary_steps."""
+def _train_loop(training: _Training, settings: RunSettings) -> dict:
+    """Updates until the run's end (or train_minutes); a line and TensorBoard scalars every summary_steps."""
+    steps, run_steps, log = training.steps, training.run_steps, training.log
     optimizer = steps.optimizer
+    eval_frequency = settings.local_eval_frequency if settings.schedule == "train_and_evaluate" else 0
+    saving = checkpoints.SaveEvery(steps=settings.save_checkpoints_steps, seconds=settings.save_checkpoints_secs,
+                                   last_time=time.time())
     step = start_step = saved_step = int(optimizer.iterations.numpy())
-    writer = tf.summary.create_file_writer(output_dir)
+    writer = tf.summary.create_file_writer(training.save_dir)
     metrics, started = {}, time.time()
     window_start, window_tokens = started, 0.0
     run_steps.start_clock(started)
     while step < run_steps.end:
-        sums, length = _one_update(steps, batches, k)
+        sums, length = _one_update(steps, training.batches, training.micro_batches)
         if step == start_step:
-            log(f"Estimated {flops.flops_per_step(hparams, vocab_size, float(sums[2]), length):.3g} FLOPs per step "
-                f"(first step: {float(sums[2]):,.0f} target tokens, padded length {length}).")
+            flops_per_step = flops.flops_per_step(training.hparams, training.vocab_size, sums.target_tokens, length)
+            log(f"Estimated {flops_per_step:.3g} FLOPs per step "
+                f"(first step: {sums.target_tokens:,.0f} target tokens, padded length {length}).")
         # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
         step = int(optimizer.iterations.numpy())
-        step_loss = float(sums[0]) / max(float(sums[2]), 1.0)
+        step_loss = sums.loss / max(sums.target_tokens, 1.0)
         if not math.isfinite(step_loss):
             raise TrainingError(
-                f"Loss is {step_loss} at step {step}; stopped without saving, so {manager.latest_checkpoint} is "
-                f"the last good checkpoint. Lower learning_rate, raise learning_rate_warmup_steps or set "
-                f"clip_grad_norm (--hparams), then rerun to resume from it.")
-        window_tokens += float(sums[2])
-        out_of_time = bool(train_minutes) and time.time() - started >= 60.0 * train_minutes
+                f"Loss is {step_loss} at step {step}; stopped without saving, so "
+                f"{training.manager.latest_checkpoint} is the last good checkpoint. Lower learning_rate, raise "
+                f"learning_rate_warmup_steps or set clip_grad_norm (--hparams), then rerun to resume from it.")
+        window_tokens += sums.target_tokens
+        out_of_time = bool(settings.train_minutes) and time.time() - started >= 60.0 * settings.train_minutes
         if not out_of_time:
-            run_steps.measure(step, time.time(), output_dir, log)
+            run_steps.measure(step, time.time(), training.save_dir, log)
         finished = step >= run_steps.end or out_of_time
-        if step % summary_steps == 0 or finished:
+        if step % settings.summary_steps == 0 or finished:
             now = time.time()
             # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
-            rate = learning_rate_schedule(hparams, run_steps.end)(step - 1)
+            rate = learning_rate_schedule(training.hparams, run_steps.end)(step - 1)
             values = {"loss": step_loss, "learning_rate": float(rate),
                       "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
             write_scalars(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (run_steps.end - step)
-            if train_minutes:  # whichever bound comes first
-                remaining = max(0.0, min(remaining, started + 60.0 * train_minutes - now))
+            if settings.train_minutes:  # whichever bound comes first
+                remaining = max(0.0, min(remaining, started + 60.0 * settings.train_minutes - now))
             log(f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
                 f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
             window_start, window_tokens = now, 0.0
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
         if step != saved_step and (saving.due(step, time.time()) or finished):
-            _save(steps, batches, manager, step)
+            _save(steps, training.batches, training.manager, step)
             saved_step = step
             saving.saved(time.time())
         if eval_frequency and (step % eval_frequency == 0 or finished):
-            metrics = _evaluate_and_log(steps, problem, data_dir, hparams, eval_steps, output_dir, optimizer, log)
+            metrics = training.evaluate_and_log(settings.eval_steps)
         if out_of_time:
-            log(f"Stopped after {train_minutes:g} minutes at step {step}; saved {manager.latest_checkpoint}.")
+            log(f"Stopped after {settings.train_minutes:g} minutes at step {step}; "
+                f"saved {training.manager.latest_checkpoint}.")
             for warning in run_steps.stopped_by_the_clock(step):
                 log(warning)
             break
@@ -242,17 +289,17 @@ def _duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{seconds:02d}"
 
 
-def _one_update(steps, batches, k):
-    """One optimizer update from k micro-batches; returns the summed [loss, NLL, tokens] and a length."""
+def _one_update(steps, batches, micro_batches) -> tuple:
+    """One optimizer update from `micro_batches` micro-batches; returns its UpdateSums and a padded length."""
     batch = batches.next()
     length = _padded_length(batch)
-    if k == 1:
-        return steps.train_step(batch).numpy(), length
+    if micro_batches == 1:
+        return UpdateSums.of(steps.train_step(batch)), length
     total = steps.accumulate_step(batch).numpy()
-    for _ in range(k - 1):
+    for _ in range(micro_batches - 1):
         total = total + steps.accumulate_step(batches.next()).numpy()
     steps.apply_step()
-    return total, length
+    return UpdateSums.of(total), length
 
 
 def _padded_length(batch) -> int:

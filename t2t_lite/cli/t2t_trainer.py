@@ -75,15 +75,14 @@ def main(argv):
         if FLAGS.generate_data:  # as t2t-datagen: prints what was written and dropped
             datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
         distribution.check_strategy(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
-        trainer.train_and_evaluate(
-            problem, hparams, FLAGS.data_dir, FLAGS.output_dir, train_steps=FLAGS.train_steps,
-            eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
-            save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-            schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu, random_seed=FLAGS.random_seed,
-            train_minutes=FLAGS.train_minutes, model_name=FLAGS.model,
-            save_checkpoints_secs=FLAGS.save_checkpoints_secs, checkpoint_path=FLAGS.checkpoint_path,
-            cluster_start_minutes=FLAGS.cluster_start_minutes,
-            fit_train_steps_to_minutes=FLAGS.fit_train_steps_to_minutes)
+        settings = trainer.RunSettings(
+            train_steps=FLAGS.train_steps, eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
+            save_checkpoints_steps=FLAGS.save_checkpoints_steps, save_checkpoints_secs=FLAGS.save_checkpoints_secs,
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max, schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu,
+            random_seed=FLAGS.random_seed, train_minutes=FLAGS.train_minutes,
+            fit_train_steps_to_minutes=FLAGS.fit_train_steps_to_minutes, model_name=FLAGS.model,
+            checkpoint_path=FLAGS.checkpoint_path, cluster_start_minutes=FLAGS.cluster_start_minutes)
+        trainer.train_and_evaluate(problem, hparams, FLAGS.data_dir, FLAGS.output_dir, settings)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.decode import decoding
+from t2t_lite.decode import beam_search
 from t2t_lite.hparam import HParams
-from t2t_lite.model.models import Transformer
+from t2t_lite.model.transformer import Transformer
 
 EOS = 1
 
@@ -72,7 +72,7 @@ def test_wide_beam_ranks_every_hypothesis_as_exhaustive_search(alpha):
     table, limits, initial_ids = random_table(seed=1), [4, 2], [0, 2]
     truth = [exhaustive(table, initial_ids[row], limits[row], alpha) for row in range(2)]
     beam_size = len(truth[0])  # 1 + 3 + 9 + 27·4 = 121 sequences: the beam holds them all
-    search = tf.function(lambda: decoding.beam_search(
+    search = tf.function(lambda: beam_search.beam_search(
         table_logits_fn(table), tf.constant(initial_ids), beam_size, tf.constant(limits), 4, alpha,
         states=empty_prefix(2), stop_early=False))
     ids, scores = (tensor.numpy() for tensor in search())
@@ -86,7 +86,7 @@ def test_wide_beam_ranks_every_hypothesis_as_exhaustive_search(alpha):
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_early_stopping_keeps_the_exhaustive_best(seed):
     table = random_table(seed)
-    ids, scores = decoding.beam_search(table_logits_fn(table), tf.constant([0]), 121, 4, 4, 0.6,
+    ids, scores = beam_search.beam_search(table_logits_fn(table), tf.constant([0]), 121, 4, 4, 0.6,
                                        states=empty_prefix(1))
     best_score, best = exhaustive(table, 0, 4, 0.6)[0]
     assert hypothesis(ids.numpy()[0, 0], 4) == best
@@ -104,7 +104,7 @@ def test_stop_early_ends_the_search_once_nothing_alive_can_win():
     probs[:, :, EOS] = 1 - 3e-4
     steps = {}
     for stop_early in (True, False):
-        ids, scores = decoding.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 10, 4, 0.6,
+        ids, scores = beam_search.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 10, 4, 0.6,
                                            states=empty_prefix(1), stop_early=stop_early)
         steps[stop_early] = ids.shape[-1]
         assert hypothesis(ids.numpy()[0, 0], 10) == [EOS]
@@ -122,7 +122,7 @@ def test_alpha_flips_the_ranking_where_the_formula_says():
     short, long = math.log(0.6), math.log(0.39 * 0.98 * 0.98)
     crossing = math.log(long / short) / math.log(8 / 6)
     for alpha, winner in ((crossing - 0.01, [EOS]), (crossing + 0.01, [2, 2, EOS])):
-        ids, scores = decoding.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 3, 3, alpha,
+        ids, scores = beam_search.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 3, 3, alpha,
                                            states=empty_prefix(1))
         assert hypothesis(ids.numpy()[0, 0], 3) == winner
         log_prob, length = (short, 1) if winner == [EOS] else (long, 3)
@@ -134,11 +134,11 @@ def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monke
     table, limits = random_table(seed=8, length=5, vocab=1000), tf.constant([5, 3])
 
     def search():
-        return [tensor.numpy() for tensor in decoding.beam_search(
+        return [tensor.numpy() for tensor in beam_search.beam_search(
             table_logits_fn(table), tf.constant([0, 7]), 4, limits, 1000, 0.6, states=empty_prefix(2))]
 
     chunked_ids, chunked_scores = search()
-    monkeypatch.setattr(decoding, "offset_top_k", lambda scores, offsets, k: tf.math.top_k(
+    monkeypatch.setattr(beam_search, "offset_top_k", lambda scores, offsets, k: tf.math.top_k(
         tf.reshape(scores + offsets[:, :, None], [tf.shape(scores)[0], -1]), k=k))
     plain_ids, plain_scores = search()
     np.testing.assert_array_equal(chunked_ids, plain_ids)
@@ -147,7 +147,7 @@ def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monke
 
 def test_greedy_search_follows_the_argmax():
     table = random_table(seed=5, length=5, vocab=6)
-    ids, scores = decoding.greedy_search(table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]),
+    ids, scores = beam_search.greedy_search(table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]),
                                          0.6, states=empty_prefix(3))
     log_probs = log_softmax(table)
     for row, (previous, limit) in enumerate(zip([0, 3, 4], [5, 5, 2])):
@@ -195,7 +195,7 @@ def sentences(lengths, seed=0):
 
 def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
     inputs = sentences([6, 4, 9])
-    ids, _ = decoding.decode_batch(model, inputs, beam_size=1, alpha=0.6, extra_length=3)
+    ids, _ = beam_search.decode_batch(model, inputs, beam_size=1, alpha=0.6, extra_length=3)
     logits = model({"inputs": inputs, "targets": ids}).numpy()
     for row, length in enumerate([6, 4, 9]):
         emitted = hypothesis(ids[row], length + 3)
@@ -207,8 +207,8 @@ def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
 def test_cached_decoding_equals_full_recomputation(model, beam_size):
     inputs = sentences([5, 7])
     settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
-    cached_ids, cached_scores = decoding.decode_batch(model, inputs, **settings)
-    full_ids, full_scores = decoding.decode_batch(model, inputs, use_cache=False, **settings)
+    cached_ids, cached_scores = beam_search.decode_batch(model, inputs, **settings)
+    full_ids, full_scores = beam_search.decode_batch(model, inputs, use_cache=False, **settings)
     np.testing.assert_array_equal(cached_ids, full_ids)
     np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
 
@@ -218,8 +218,8 @@ def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, 
     # Rows end by EOS and by their own limits (lengths 4, 15, 12 + 3) at different steps.
     inputs = sentences([4, 15, 12], seed=3)
     settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
-    ids, scores = decoding.decode_batch(model, inputs, **settings)
-    xla_ids, xla_scores = decoding.decode_batch(model, inputs, xla=True, **settings)
+    ids, scores = beam_search.decode_batch(model, inputs, **settings)
+    xla_ids, xla_scores = beam_search.decode_batch(model, inputs, xla=True, **settings)
     # The same 0-padded ids; the XLA ids stop at the last non-zero column, not at the last step run.
     assert xla_ids.shape[-1] <= ids.shape[-1] and not ids[..., xla_ids.shape[-1]:].any()
     np.testing.assert_array_equal(xla_ids, ids[..., :xla_ids.shape[-1]])
@@ -227,7 +227,7 @@ def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, 
 
 
 def test_static_shapes_need_a_static_input_length(model):
-    decode = tf.function(lambda batch: decoding.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1,
+    decode = tf.function(lambda batch: beam_search.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1,
                                                        static_shapes=True),
                          input_signature=[tf.TensorSpec([None, None], tf.int32)])
     with pytest.raises(ValueError, match="static length"):
@@ -237,8 +237,8 @@ def test_static_shapes_need_a_static_input_length(model):
 def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
     batch = sentences([4, 15, 12], seed=3)
     settings = dict(beam_size=4, alpha=0.6, extra_length=3, return_beams=True)
-    alone_ids, alone_scores = decoding.decode_batch(model, batch[:1, :4], **settings)
-    batch_ids, batch_scores = decoding.decode_batch(model, batch, **settings)
+    alone_ids, alone_scores = beam_search.decode_batch(model, batch[:1, :4], **settings)
+    batch_ids, batch_scores = beam_search.decode_batch(model, batch, **settings)
     length = alone_ids.shape[2]
     np.testing.assert_array_equal(batch_ids[0, :, :length], alone_ids[0])
     assert not batch_ids[0, :, length:].any()
@@ -248,13 +248,13 @@ def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
 
 @pytest.mark.parametrize("inputs", [[[EOS]], [[0, 0, 0], [5, 6, EOS]]], ids=["only-eos", "all-padding"])
 def test_an_empty_input_decodes(model, inputs):
-    ids, scores = decoding.decode_batch(model, np.array(inputs, np.int32), beam_size=4, alpha=0.6, extra_length=2)
+    ids, scores = beam_search.decode_batch(model, np.array(inputs, np.int32), beam_size=4, alpha=0.6, extra_length=2)
     assert ids.shape[0] == len(inputs) and np.all(np.isfinite(scores))
     for row, source in zip(ids, inputs):  # each row within its own limit: real input length + extra_length,
         # and one step for a row of padding only (batch padding, which must not keep the search going)
         assert np.count_nonzero(row) <= (np.count_nonzero(source) + 2 if np.any(source) else 1)
     if len(inputs) == 2:  # the all-padding row does not disturb its neighbour
-        alone_ids, alone_scores = decoding.decode_batch(model, np.array(inputs[1:], np.int32), beam_size=4,
+        alone_ids, alone_scores = beam_search.decode_batch(model, np.array(inputs[1:], np.int32), beam_size=4,
                                                         alpha=0.6, extra_length=2)
         np.testing.assert_array_equal(ids[1, :alone_ids.shape[1]], alone_ids[0])
         np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)

@@ -22,7 +22,7 @@ import traceback
 import urllib.parse
 
 from t2t_lite.decode import inference
-from t2t_lite.insights import attention_page
+from t2t_lite.insights import attention_page, attention_readout
 
 MAX_BODY_BYTES = 64 * 1024  # A form of a few sentences is far smaller; larger requests are refused (413).
 MAX_SENTENCES = 16  # Lines decoded per request: each is a beam search and a pass for its attention.
@@ -77,7 +77,7 @@ class Insights:
                 self._check_length(number, line)
             with self._lock:
                 translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
-                return inference.attention_sentences(self.model, self.vocabulary, translations), ""
+                return attention_readout.attention_sentences(self.model, self.vocabulary, translations), ""
         except inference.BadInputError as error:
             return [], f"{error}".replace("input line", "Line", 1)
 

@@ -33,9 +33,9 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode.top_k import offset_top_k
 
-EOS_ID = 1
 START_ID = 0  # The decoder's start symbol: targets are shifted right with 0 (padding).
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from t2t_lite import registry
-from t2t_lite.model.models import Transformer
+from t2t_lite.model.transformer import Transformer
 
 VOCAB = 37000  # the shared EN-DE BPE vocabulary of §5.1
 

@@ -4,12 +4,12 @@
 
 --decoded_trees holds one linearized tree per line (t2t-decoder's output for a parsing
 problem); --gold_trees the bracketed Penn Treebank trees, in the same order.
-Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.parse_eval`).
+Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.bracket_f1`).
 """
 
 from absl import app, flags as absl_flags
 
-from t2t_lite.evaluate import parse_eval
+from t2t_lite.evaluate import bracket_f1
 from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
@@ -23,7 +23,7 @@ def main(argv):
     flags.prepare()
     flags.require("decoded_trees", "gold_trees")
     try:
-        print(parse_eval.evaluate_files(FLAGS.decoded_trees, FLAGS.gold_trees))
+        print(bracket_f1.evaluate_files(FLAGS.decoded_trees, FLAGS.gold_trees))
     except (OSError, ValueError) as error:  # unreadable file, bad gold bracketing, count mismatch
         raise flags.UsageError(str(error)) from None
 

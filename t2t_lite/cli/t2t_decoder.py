@@ -12,7 +12,8 @@ import os
 from absl import app, flags
 
 from t2t_lite.data import text_lines
-from t2t_lite.decode import inference
+from t2t_lite.decode import decode_files, inference
+from t2t_lite.insights import attention_readout
 from t2t_lite.cli import flags as t2t_flags
 
 FLAGS = flags.FLAGS
@@ -44,18 +45,18 @@ def main(argv):
     page = _attention_page_path()
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     if FLAGS.decode_interactive:
-        inference.decode_interactive(model, vocabulary, settings)
+        decode_files.decode_interactive(model, vocabulary, settings)
         return
     if lines is not None:
         try:
             translations = inference.translate(model, vocabulary, lines, settings)
         except inference.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
-        inference.write_lines(output, (t.line(settings.return_beams) for t in translations))
+        decode_files.write_lines(output, (t.line(settings.return_beams) for t in translations))
         note = inference.truncation_note(translations, settings, "line")
     else:
         try:
-            translations = inference.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings,
+            translations = decode_files.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings,
                                                   output)
         except (FileNotFoundError, inference.BadInputError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
@@ -101,14 +102,14 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
     details = (f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
                f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
                f"alpha={settings.alpha}, extra_length={settings.extra_length}).")
-    inference.write_attention_page(model, vocabulary, translations, page,
+    attention_readout.write_attention_page(model, vocabulary, translations, page,
                                    title=f"Attention and beams: {problem.name}", details=details)
     print(f"Wrote the attention and beam page of {len(translations)} sentence(s) "
           f"({os.path.getsize(page) / 2**20:.1f} MiB) to {page}")
     if FLAGS.attention_pngs:
         if os.path.isdir(os.path.join(FLAGS.attention_dir, "sentence_0000")):
             print(f"{FLAGS.attention_dir} holds PNGs of an earlier run: this run's replace them.")
-        written = inference.attention_pictures(model, vocabulary, translations, FLAGS.attention_dir)
+        written = attention_readout.attention_pictures(model, vocabulary, translations, FLAGS.attention_dir)
         print(f"Wrote {len(written)} attention pictures to {FLAGS.attention_dir}")
 
 
@@ -128,7 +129,7 @@ def _read_lines():
 def _output_path(problem, model_dir, settings):
     """Where the decodings go; its directory must exist and it must not be the input file."""
     if FLAGS.decode_from_file:
-        output = FLAGS.decode_to_file or inference.default_output_path(
+        output = FLAGS.decode_to_file or decode_files.default_output_path(
             FLAGS.decode_from_file, FLAGS.model, FLAGS.hparams_set, problem.name, settings)
     else:
         output = FLAGS.decode_to_file or os.path.join(model_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.serve import export, warmup, xla_buckets
+from t2t_lite.serve import export, serving_warmup, xla_buckets
 from test_export import DECODE, setup, xla_version_dir  # noqa: F401  (the module's trained model and its exports)
 
 prediction_log_pb2 = pytest.importorskip(
@@ -21,7 +21,7 @@ prediction_log_pb2 = pytest.importorskip(
 
 def test_prediction_log_encoding_parses_as_tf_serving_builds_it():
     inputs = {"inputs": np.array([b"Hallo Welt", "grün".encode()], object), "lengths": np.array([[3, 1]], np.int32)}
-    ours = prediction_log_pb2.PredictionLog.FromString(warmup.prediction_log("translate_ids", inputs))
+    ours = prediction_log_pb2.PredictionLog.FromString(serving_warmup.prediction_log("translate_ids", inputs))
     theirs = prediction_log_pb2.PredictionLog()
     theirs.predict_log.request.model_spec.signature_name = "translate_ids"
     for name, value in inputs.items():
@@ -32,8 +32,8 @@ def test_prediction_log_encoding_parses_as_tf_serving_builds_it():
 
 def test_more_than_tf_servings_limit_is_refused(tmp_path):
     with pytest.raises(ValueError, match="at most 1000"):
-        warmup.write_warmup_requests(str(tmp_path), [("serving_default", {"inputs": np.array([b""], object)})] * 1001)
-    assert not os.path.exists(tmp_path / warmup.WARMUP_FILE)
+        serving_warmup.write_warmup_requests(str(tmp_path), [("serving_default", {"inputs": np.array([b""], object)})] * 1001)
+    assert not os.path.exists(tmp_path / serving_warmup.WARMUP_FILE)
 
 
 @pytest.mark.parametrize("xla", [False, True])
@@ -45,7 +45,7 @@ def test_requests_cover_every_bucket_of_both_signatures(xla, setup, request):  #
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert [tuple(shape) for shape in json.load(file)["warmup_requests"]["shapes"]] == shapes
     found = {}
-    for predict in warmup.read_warmup_requests(version_dir):
+    for predict in serving_warmup.read_warmup_requests(version_dir):
         signature = predict.model_spec.signature_name
         values = tf.make_ndarray(predict.inputs["inputs"])
         if signature == "serving_default":

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from t2t_lite.data import trees
-from t2t_lite.evaluate import parse_eval
+from t2t_lite.evaluate import bracket_f1
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOHN = "(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))"  # S NP VP NP over 4 scored words
@@ -17,7 +17,7 @@ TELESCOPE = ("(S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man)) "
 
 def score(decoded, gold_text):
     gold = trees.read_trees(gold_text)[0]
-    return parse_eval.score_tree(trees.delinearize(parse_eval.repair(decoded, len(trees.words(gold))),
+    return bracket_f1.score_tree(trees.delinearize(bracket_f1.repair(decoded, len(trees.words(gold))),
                                                    trees.words(gold)), gold)
 
 
@@ -65,7 +65,7 @@ def test_brackets_are_a_multiset():
     ("(S (NP XX )VP XX XX XX . )S", "(S (NP XX )NP XX XX XX . )S"),
 ])
 def test_repair(decoded, repaired):
-    assert parse_eval.repair(decoded, 5) == repaired
+    assert bracket_f1.repair(decoded, 5) == repaired
 
 
 def test_repaired_outputs_are_scored_against_hand_counts():
@@ -81,7 +81,7 @@ def test_corpus_scores_sum_the_counts_and_the_tool_prints_them(tmp_path):
                        "(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP\n")
     gold = tmp_path / "gold.mrg"
     gold.write_text(f"( {JOHN.replace('(NP ', '(NP-SBJ ', 1)} )\n( {TELESCOPE} )\n")
-    report = parse_eval.evaluate_files(str(decoded), str(gold))
+    report = bracket_f1.evaluate_files(str(decoded), str(gold))
     assert (report.score.matched, report.score.predicted, report.score.gold) == (4 + 6, 4 + 7, 4 + 6)
     assert (report.sentences, report.repaired) == (2, 1)
     output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-parse-eval"), f"--decoded_trees={decoded}",
@@ -93,5 +93,5 @@ def test_line_count_mismatch_names_both_files(tmp_path):
     decoded, gold = tmp_path / "decoded", tmp_path / "gold"
     decoded.write_text("(S XX )S\n")
     gold.write_text(f"{JOHN}\n{TELESCOPE}\n")
-    with pytest.raises(parse_eval.ParseEvalError, match=r"decoded has 1 lines .*gold has 2 trees"):
-        parse_eval.evaluate_files(str(decoded), str(gold))
+    with pytest.raises(bracket_f1.ParseEvalError, match=r"decoded has 1 lines .*gold has 2 trees"):
+        bracket_f1.evaluate_files(str(decoded), str(gold))

@@ -9,7 +9,7 @@ free port and prints it.
 
 from absl import app, flags
 
-from t2t_lite.insights import insights
+from t2t_lite.insights import server
 from t2t_lite.cli import flags as t2t_flags
 
 FLAGS = flags.FLAGS
@@ -32,26 +32,26 @@ def main(argv):
     settings = t2t_flags.decode_settings(hparams, problem)
     checkpoint = FLAGS.checkpoint_path or FLAGS.output_dir
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
-    limit, reason = insights.max_input_ids(model, hparams, settings)
-    page = insights.Insights(
+    limit, reason = server.max_input_ids(model, hparams, settings)
+    page = server.Insights(
         model, vocabulary, settings, max_input_ids=limit, limit_reason=reason, title=f"t2t-insights: {problem.name}",
         details=f"{checkpoint}: beam_size={settings.beam_size}, alpha={settings.alpha}, "
                 f"extra_length={settings.extra_length}.")
     try:
-        server = insights.make_server(page, FLAGS.host, FLAGS.port)
+        http_server = server.make_server(page, FLAGS.host, FLAGS.port)
     except OSError as error:  # port taken, address not of this machine
         raise t2t_flags.UsageError(f"--host={FLAGS.host} --port={FLAGS.port}: cannot listen there "
                                    f"({error.strerror or error}); choose another port, or --port=0 for a free one.") \
             from None
-    host, port = server.server_address[:2]
+    host, port = http_server.server_address[:2]
     print(f"t2t-insights: serving {problem.name} from {checkpoint} on http://{host}:{port}/ (Ctrl-C stops)",
           flush=True)
     try:
-        server.serve_forever()
+        http_server.serve_forever()
     except KeyboardInterrupt:
         print("t2t-insights: stopped.")
     finally:
-        server.server_close()
+        http_server.server_close()
 
 
 def console_main():

@@ -1,0 +1,61 @@
+"""What `t2t-decoder` reads and writes: a text file, a problem's generated split, or lines typed on stdin (§6.1).
+
+Outputs are written through a temporary file and renamed, so an interrupted run never leaves a
+half-written file; one output line per input line, in the input's order. `decode_split` also
+writes the split's sources and references, so `t2t-bleu` scores the run.
+"""
+
+import os
+import sys
+
+from t2t_lite.decode import inference
+
+
+def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
+                        settings: inference.DecodeHParams) -> str:
+    """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
+    return (f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
+            f".beam{settings.beam_size}.alpha{settings.alpha}.decodes")
+
+
+def write_lines(path: str, lines) -> None:
+    """Writes through a temporary file, so an interrupted run never leaves a half-written output."""
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        for line in lines:
+            file.write(line.replace("\n", " ") + "\n")
+    os.replace(temporary, path)
+
+
+def decode_split(model, problem, data_dir: str, split: str, settings: inference.DecodeHParams, output_path: str,
+                 *, progress: bool = True) -> list:
+    """Decodes the `split` examples of a generated problem; writes `.decodes`, `.inputs` and `.targets` files.
+
+    The inputs and targets are the detokenized ids of the TFRecords, i.e. the
+    problem's normalised text, so `t2t-bleu --translation=X.decodes --reference=X.targets`
+    scores the run.
+    """
+    vocabulary = problem.vocabulary(data_dir)
+    sources, references = [], []
+    for example in problem.dataset(split, data_dir).as_numpy_iterator():
+        sources.append(vocabulary.decode(example["inputs"]))
+        references.append(vocabulary.decode(example["targets"]))
+    translations = inference.translate(model, vocabulary, sources, settings, progress=progress)
+    write_lines(output_path, (translation.line(settings.return_beams) for translation in translations))
+    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
+    write_lines(base + ".inputs", sources)
+    write_lines(base + ".targets", references)
+    return translations
+
+
+def decode_interactive(model, vocabulary, settings: inference.DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
+    """Reads a sentence per line from stdin and prints its decoding, until end of input."""
+    for line in stdin:
+        try:
+            translation = inference.translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        except inference.BadInputError as error:  # one bad line ends no session
+            print(str(error).replace("input line 1", "this line"), file=sys.stderr, flush=True)
+            continue
+        if translation.truncated:
+            print(inference.input_note(translation), file=sys.stderr, flush=True)
+        print(translation.line(settings.return_beams), file=stdout, flush=True)
