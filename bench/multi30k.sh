@@ -12,15 +12,15 @@
 # (sacreBLEU with its signature, chrF2, and the paper-style tokenized BLEU).
 #
 # Knobs (environment): WORK (default ./multi30k-$TARGET-run; must not hold a run already),
-# HPARAMS_SET (transformer_multi30k_hour: the settings chosen by the runs in docs/results.md; on a CPU whose
+# HPARAMS_SET (transformer_multi30k_hour: the settings chosen in docs/results.md, ablations; on a CPU whose
 # hour ends inside that set's warm-up, as t2t-trainer warns, transformer_multi30k_hour_slow_cpu with
 # TRAIN_STEPS=fit TRAIN_MINUTES=55 AVG_N=1; on a CPU without bfloat16 units whose hour holds only ~3,300 of its
 # updates, transformer_multi30k_hour_float32 with TRAIN_STEPS=fit TRAIN_MINUTES=57 AVG_N=1),
 # HPARAMS (overrides, "k=v,..."), DTYPE (the activation dtype; auto: bfloat16 where /proc/cpuinfo names
 # bfloat16 units, float32 where it names none, since bfloat16 is emulated and slower there; or bfloat16,
 # float32), XLA (auto: xla_compile=true where the dtype is float32, since XLA's CPU backend computes
-# bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: the
-# runs there; the whole script then takes about 51 minutes),
+# bfloat16 training products in float32 and is slower there; or true, false), TRAIN_MINUTES (50: as in
+# docs/results.md, Multi30k; the whole script then takes about 51 minutes),
 # TRAIN_STEPS (1000000: the time bound stops the run; fit: as many as TRAIN_MINUTES holds, chosen from the
 # measured step time so that HPARAMS' learning_rate_decay_steps decay ends inside it, t2t-trainer's
 # --fit_train_steps_to_minutes), SEED (1), AVG_N (5), SAVE_STEPS (250), LOCAL_EVAL_FREQUENCY (1000: dev

@@ -395,6 +395,6 @@ def main():
 
 if __name__ == "__main__":
     main()
-    # TensorFlow's interpreter teardown takes 15 s to 2 minutes here (longest after XLA); the
-    # result is written and flushed, so skip it to keep the whole comparison short.
+    # TensorFlow's interpreter teardown can take minutes (longest after XLA); the result is
+    # written and flushed, so skip it to keep the whole comparison short.
     os._exit(0)

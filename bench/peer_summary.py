@@ -155,8 +155,9 @@ def _best_beam(rows) -> tuple:
 
 
 def targets(summary) -> dict:
-    """The issue's targets: best t2t_lite row against the fastest peer, the matmul peak, Model Garden's
-    beam, CTranslate2 float32 (the SavedModel) and CTranslate2 int8 (our fastest decoder).
+    """The targets (docs/benchmarks.md, "Against the targets"): best t2t_lite row against the fastest
+    peer, the matmul peak, Model Garden's beam, CTranslate2 float32 (the SavedModel) and CTranslate2
+    int8 (our fastest decoder).
 
     The training and Model Garden targets count t2t_lite and t2t_lite-xla only (the peers run
     float32); the beam target's entry also gives each of them against Model Garden and Model

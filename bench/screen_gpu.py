@@ -1,6 +1,6 @@
 """Screens Multi30k settings on an accelerator at a fixed update count, before CPU-hours go to them.
 
-Issue 19's recipe is judged by one CPU-hour of `bench/multi30k.sh`; each of its runs costs that hour.
+The Multi30k recipe is judged by one CPU-hour of `bench/multi30k.sh`; each of its runs costs that hour.
 This script trains the same model the same way for a given number of updates on a GPU (under
 `KERAS_BACKEND=jax`: no TensorFlow needed) and scores val, so that the CPU runs go to the changes
 that a screen ranks first. What is the same as `t2t-trainer`: the `Transformer` (t2t_lite/model/transformer.py),

@@ -40,9 +40,9 @@ has closed it. Stdout is left alone: nothing TensorFlow-side is written there.
 line comes back as TensorFlow, tensorflow-text and absl write it.
 
 A tool also runs TensorFlow's oneDNN kernels on every x86-64 CPU, where TensorFlow alone runs
-Eigen's on CPUs without VNNI, AVX-512 BF16 or AMX (`cpu_features.use_onednn_kernels`: on an AMD
-Zen 3 a transformer_base beam-4 decode takes half the time); TF_ENABLE_ONEDNN_OPTS set by the
-user wins.
+Eigen's on CPUs without VNNI, AVX-512 BF16 or AMX (`cpu_features.use_onednn_kernels`: on such a
+CPU a transformer_base beam-4 decode takes about half the time; docs/benchmarks.md, Decoding);
+TF_ENABLE_ONEDNN_OPTS set by the user wins.
 """
 
 import atexit

@@ -8,8 +8,7 @@ decoding keep the deterministic encoding. The authors report up to +2.3 BLEU on 
 corpora at p = 0.1, trained to convergence. A sampled segmentation is longer (on Multi30k at
 p = 0.1: 20.0 pieces per English sentence against 14.3), so a batch of a fixed number of
 tokens holds fewer sentences, and a model needs more updates to learn the many segmentations:
-in one CPU-hour of Multi30k it scored 23.13 val BLEU in 5,232 updates against 39.43 in 5,841
-without it (docs/results.md).
+in one CPU-hour of Multi30k it scores far below deterministic BPE (docs/results.md, ablations).
 
 The records datagen writes hold ids, not text, so the sampling happens there: the
 training split is written `copies` times, each copy of a pair segmented afresh (the
@@ -24,9 +23,9 @@ deterministic encoding (tested; on Multi30k's 58,000 training sentences too). At
 gives as many pieces per sentence as sentencepiece's sampler (Multi30k: 20.0 per English, 21.2
 per German sentence against 14.3 and 14.8). Each copy of each side draws from a generator seeded
 from SAMPLING_SEED, so two datagen runs on the same raw data write the same files, in any
-process on any machine. It is slower than sentencepiece's C++ (Multi30k's 16 copies: 464,000
-pairs sampled in 71 s on one core), and each copy is a full copy of the training split on disk:
-meant for small corpora; lower the copies for a large one.
+process on any machine. It is slower than sentencepiece's C++ (Multi30k's 16 copies, 464,000
+pairs, take about a minute of one core), and each copy is a full copy of the training split on
+disk: meant for small corpora; lower the copies for a large one.
 
 The settings a training split was written with are recorded beside its shards
 (`<data_dir>/bpe_dropout.<problem>.json`; no record: deterministic BPE), so a rerun of

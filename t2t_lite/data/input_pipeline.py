@@ -92,8 +92,8 @@ def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: l
     """Every batch of bucket b as [batch_sizes[b], lengths[b]] on both sides: one shape per bucket, for XLA.
 
     XLA compiles the training step once per shape it meets. Padded side by side, Multi30k's
-    251 training batches of an epoch come in 144 shapes (3–4 s of compiling each on 2
-    cores: more time than XLA saves in the first epoch), and the partial batch that ends an
+    251 training batches of an epoch come in 144 shapes (seconds of compiling each on a
+    small CPU: more time than XLA saves in the first epoch), and the partial batch that ends an
     epoch in a bucket has a new number of rows each epoch. So under `xla_compile` both
     sides are padded to the bucket of the longer one and the rows to the bucket's batch
     size: at most one shape per bucket, compiled once for the whole run. The added

@@ -286,9 +286,9 @@ def _cached_step(model, inputs, beam_size, max_length=None):
     gathered or repeated (the encoder-decoder attention shares a row among its beams).
     Preallocated for a beam (`max_length`, beam_size > 1), the keys/values have a slot per
     beam instead and are never copied: only the cache's "slots" map, [batch, max_length]
-    ints, is reordered (see `Transformer.decode_step`). Reordering the keys/values copied
-    the whole cache every step: 471 ms of gathers in a 2.8 s transformer_base beam-4 call of
-    32 sentences (docs/benchmarks.md).
+    ints, is reordered (see `Transformer.decode_step`). Reordering the keys/values would copy
+    the whole cache every step, a sizeable share of a transformer_base beam-4 call
+    (docs/benchmarks.md, Decoding).
     """
     encoder_output, inputs_mask = model.encode(inputs)
     beam_slots = beam_size if max_length and beam_size > 1 else 0

@@ -19,20 +19,21 @@ and the products summed in float32:
     y[j]   = Σ_i bf16(x[i]) · bf16(W[i, j])                            (each product exact in float32)
 
 bfloat16 keeps 8 significant bits of every value, where int8 keeps 7 of a row's or
-column's largest, and needs no scales; on the AMD EPYC (Zen 4) we measure on it is also
-the faster of the two (docs/benchmarks.md). Under XLA, `tf.matmul(..., output_type=tf.float32)` of
-bfloat16 operands is one `dot` with float32 output, which XLA's CPU backend runs on
-bfloat16 kernels; elsewhere (the plain decoder, another Keras backend) the same rounded
-values are multiplied in float32: the same results up to summation order, without the
-speed. int8 is Keras' own `Dense.quantize("int8")` on the Dense layers and
+column's largest, and needs no scales. Which of the two decodes faster depends on the CPU:
+bfloat16 where it has AVX-512 BF16 but no AMX; int8 with AMX, and where bfloat16 is emulated
+(docs/benchmarks.md, "Decoding at base" and "Side by side with the peers"). Under XLA,
+`tf.matmul(..., output_type=tf.float32)` of bfloat16 operands is one `dot` with float32 output,
+which XLA's CPU backend runs on bfloat16 kernels; elsewhere (the plain decoder, another Keras
+backend) the same rounded values are multiplied in float32: the same results up to summation
+order, without the speed. int8 is Keras' own `Dense.quantize("int8")` on the Dense layers and
 `SharedEmbedding.quantize("int8")`; int8 products are integer `dot`s under XLA and slow
 without it. Softmax, layer normalization, the attention's own QKᵀ and weights·V products,
 and the beam search stay float32 in both modes.
 
 Training never runs in either: the weights are converted after a float32 checkpoint is
 restored (`--decode_hparams=quantize=int8` or `quantize=bfloat16` of t2t-decoder,
-t2t-exporter, t2t-insights and t2t-translate-all). What each costs in BLEU is measured in
-docs/results.md.
+t2t-exporter, t2t-insights and t2t-translate-all). What each costs in BLEU: docs/results.md,
+"Lower-precision decoding".
 """
 
 import contextlib
@@ -79,10 +80,10 @@ def _one_collection_at_the_end():
     Keras' `Layer.__delattr__` calls `gc.collect()` each time a layer drops a variable (to free
     accelerator buffers at once), and converting drops one per product weight: 97 full
     collections for transformer_base, each walking every Python object of the process, made its
-    conversion take 15 s instead of 0.9 s (int8; bench/quantize.py). One collection afterwards
-    frees the same memory. `gc.collect` is replaced process-wide while the conversion runs (Keras
-    looks it up at each call); a collection another thread asks for then is skipped, not lost:
-    the one at the end runs anyway.
+    conversion many times slower (bench/quantize.py; docs/benchmarks.md, "Converting a model for
+    lower-precision decoding"). One collection afterwards frees the same memory. `gc.collect` is
+    replaced process-wide while the conversion runs (Keras looks it up at each call); a collection
+    another thread asks for then is skipped, not lost: the one at the end runs anyway.
     """
     collect = gc.collect
     gc.collect = lambda generation=2: 0

@@ -13,13 +13,13 @@ to 2⁻³², and the kept ones are scaled so that the expectation is unchanged: 
 Why not keras.layers.Dropout everywhere: it draws a float uniform per element with Philox,
 which XLA on the CPU emits as separate, poorly vectorised loops writing a random buffer per
 call. The paper's residual dropout is 32 calls of 512 tokens × 512 channels in the benchmark's
-transformer_base step; on the 2-core benchmark machine that cost ~60 ms of a ~975 ms XLA step,
-and the hash, which XLA fuses into the select that applies it, brings the step to ~940 ms
-(docs/benchmarks.md). Without XLA the hash is a dozen separate integer kernels, slower than
-TensorFlow's one Philox kernel, so there (eager or a plain tf.function) the layer keeps
-`keras.random.dropout`. Either way: the same distribution, different bits. Under several
-replicas (tf.distribute) the seed generator is one mirrored variable, so replica r hashes with
-its own s₀ + r·0x9E3779B9: each replica draws its own masks, as one device would for the whole batch.
+transformer_base step, a measurable share of the XLA step; the hash, which XLA fuses into the
+select that applies it, makes the step faster (docs/benchmarks.md, Training). Without XLA the hash
+is a dozen separate integer kernels, slower than TensorFlow's one Philox kernel, so there (eager
+or a plain tf.function) the layer keeps `keras.random.dropout`. Either way: the same distribution,
+different bits. Under several replicas (tf.distribute) the seed generator is one mirrored variable,
+so replica r hashes with its own s₀ + r·0x9E3779B9: each replica draws its own masks, as one
+device would for the whole batch.
 """
 
 import math

@@ -10,9 +10,9 @@ for that shape:
     96, 128, 192, 256 for the default 256. The step of 1.5 or 4/3 keeps the count logarithmic and
     less than a third of a bucket padding (positions past a sentence's end cost compute, never
     its result: each row stops at its own limit). Padding is not free: at transformer_base, beam 4,
-    the export decoded 32 sentences of 21 ids 8–10 % slower in a 32-id bucket than in a 24-id
+    the export decodes sentences of 21 ids measurably slower in a 32-id bucket than in a 24-id
     one, which runs as fast as the XLA decoder on the unpadded ids (docs/benchmarks.md, "Side by
-    side"); a doubling ladder put them in 32. 16, the smallest bucket, is t2t-decoder's xla=true
+    side with the peers"); a doubling ladder would put them in 32. 16, the smallest bucket, is t2t-decoder's xla=true
     padding step (`inference.XLA_LENGTH_BUCKET`).
   * batch buckets: 1, 4, 8, 16, 32, 64 (powers of two from 8, so a batch is at most
     half padding from 4 sentences on, and clients' usual 8 and 32 fit exactly; the XLA decoder

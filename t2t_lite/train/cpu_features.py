@@ -5,19 +5,16 @@ every product reads, but it pays only where the CPU has bfloat16 multiply units:
 AVX-512 BF16 (`avx512_bf16`) or AMX (`amx_bf16`), Arm's BF16 extension (`bf16`), each named
 in /proc/cpuinfo's flags. Elsewhere TensorFlow widens every bfloat16 operand to float32 and
 back, and a bfloat16 step is slower than a float32 one. Measured with `bench/train.py
---hparams_set=transformer_multi30k --batch_size=2048` (docs/results.md): bfloat16 1.46× faster
-than float32 on AMD Zen 4 (AVX-512 BF16), 1.57× on an Intel Xeon with AMX, and slower than
-float32 on AMD Zen 3 (AVX2 only).
+--hparams_set=transformer_multi30k --batch_size=2048`: docs/results.md, Hosts and ablations.
 
     python -m t2t_lite.train.cpu_features     # prints bfloat16 or float32: the faster training dtype here
 
 Which kernels TensorFlow runs (`use_onednn_kernels`): TensorFlow turns its oneDNN kernels on by
 itself only on x86 CPUs with instructions for neural networks (VNNI, AVX-512 BF16, AMX); on the
-others (AVX2 CPUs such as AMD Zen 2/3, Intel before Cascade Lake) it runs Eigen's, and Eigen's
-product by the transposed embedding, the pre-softmax projection of every decoding step, is 5×
-slower than oneDNN's: on an AMD Zen 3, 158 ms against 30 ms for 128 rows × 37,000 words at
-d_model 512; a beam-4 decode of 32 sentences at transformer_base 6.8 s against 3.4 s; a Multi30k
-training step 4 % faster (docs/benchmarks.md). The t2t-* tools call it before TensorFlow loads.
+others (AVX2-only CPUs) it runs Eigen's, and Eigen's product by the transposed embedding, the
+pre-softmax projection of every decoding step, is several times slower than oneDNN's, which
+makes a transformer_base beam-4 decode about twice as slow; a training step gains a little too
+(docs/benchmarks.md, Decoding). The t2t-* tools call it before TensorFlow loads.
 """
 
 import os

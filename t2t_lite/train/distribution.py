@@ -38,7 +38,7 @@ def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
     Under TF_CONFIG, call it once per process (`check_strategy` checks the settings without
     it): a second MultiWorkerMirroredStrategy restarts the server's collective executor, and a
     peer's first collective that reached the old one is never answered, so every worker waits
-    forever (issue 16: both blocked in the broadcast of the first variable's initial value).
+    forever (each blocked in the broadcast of the first variable's initial value).
     """
     check_strategy(worker_gpu)
     if _cluster_workers() > 1:

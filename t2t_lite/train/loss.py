@@ -49,10 +49,10 @@ def _smoothed_and_nll(logits, targets, label_smoothing):
     """[tokens, vocab] logits, [tokens] ids -> [tokens, 2]: (smoothed loss, NLL), with a hand-written gradient.
 
     Automatic differentiation of the formula above would scatter the gold logits' gradient
-    into a zero tensor of the logits' size and add several more full-size passes (about
-    100 ms of a 1.3 s transformer_base step on 2 CPU cores); the derivative of a
-    cross-entropy against the smoothed target q is simply softmax(z) - q, written here in
-    one pass plus an update of the gold positions:
+    into a zero tensor of the logits' size and add several more full-size passes (time and
+    memory: docs/benchmarks.md, Training); the derivative of a cross-entropy against the
+    smoothed target q is simply softmax(z) - q, written here in one pass plus an update of the
+    gold positions:
 
         ∂smoothed/∂z_j = p_j - ε/(V-1) - [j = g]·(1 - ε - ε/(V-1)),    ∂nll/∂z_j = p_j - [j = g].
     """

@@ -2,12 +2,12 @@
 learning rate's linear decay (schedule.py) ends inside a time bound on a host of unknown speed.
 
 The decay falls to its end at `train_steps`. A run bounded by the clock that reaches the bound
-first stops with the rate still high, and which step count fits an hour depends on the CPU (a
-third as many updates on one host as on another, docs/results.md). With
+first stops with the rate still high, and which step count fits an hour depends on the CPU (several
+times as many updates on one host as on another: docs/results.md, Hosts). With
 `--fit_train_steps_to_minutes` the trainer chooses `train_steps` from the time per update it
 measures in this process once the first tenth of the bound has passed (start-up and XLA's
-compilations of the first batch shapes, which would make the first updates look several times
-slower than the rest: 1.76 s against 0.7 s over Multi30k's first 100):
+compilations of the first batch shapes make the first updates look several times slower than
+the rest):
 
     train_steps = step + ⌊(started + 60·train_minutes − reserve − now) / ((now − t₀) / (step − s₀))⌋
 
@@ -16,23 +16,21 @@ the bound, and never more than --train_steps. The first estimate waits until the
 a twentieth of the bound; it is re-estimated after every update until the decay's first step, then
 fixed and written to `output_dir/fitted_train_steps.json`, so that a resumed run ends the decay it
 began. A re-estimate can move the decay's first step behind the current one by a few updates (the
-seconds of an evaluation join the average at once: on an AMD Zen 1 host the evaluation at step
-1,000 took 4 of an 800-step decay); when the whole bound, reserve included, holds the decay from
-the current step, it starts there from 1; only a time left that cannot hold the decay starts it
-part-way, with a warning. (Measured at log lines only, a bound shorter than about two of them ran
-out before any fit: a 24-second run on a slow host logged at steps 100 and 176 and ended without
-its decay.) The
-evaluations fall inside the average, as they will in the time left. The log names the count
-chosen: `--train_steps=N` without the flag replays the run on any host; a run the clock stops
-before its fitted end says how far its decay got. Not in tensor2tensor, whose runs were bounded
-by steps.
+seconds of an evaluation join the average at once, and on a slow CPU an evaluation lasts several
+updates); when the whole bound, reserve included, holds the decay from the current step, it starts
+there from 1; only a time left that cannot hold the decay starts it part-way, with a warning. The
+time is taken after every update, not at log lines only: a bound shorter than about two log
+intervals would otherwise run out before any fit. The evaluations fall inside the average, as they
+will in the time left. The log names the count chosen: `--train_steps=N` without the flag replays
+the run on any host; a run the clock stops before its fitted end says how far its decay got. Not in
+tensor2tensor, whose runs were bounded by steps.
 
 Any run bounded by the clock, fitted or not, is also checked against eq. 3's warm-up: once the
 first estimate exists, a bound that holds fewer updates than learning_rate_warmup_steps is warned
 of, because the run will stop with the rate still rising, at step/warmup_steps of the peak the
-hparams set was chosen with. (The one-command Multi30k recipe on an AMD Zen 1 host: about 1,630
-updates of a 2,000-step warm-up, 16.12 val BLEU against 39–40 on faster hosts; docs/results.md.)
-A shorter warm-up W with learning_rate × √(W / warmup_steps) keeps eq. 3's peak.
+hparams set was chosen with, and score far below a run that completes it (docs/results.md,
+ablations). A shorter warm-up W with learning_rate × √(W / warmup_steps) keeps eq. 3's peak
+(transformer_multi30k_hour_slow_cpu).
 """
 
 import json
