@@ -88,5 +88,5 @@ trains transformer_multi30k_hour for 50 minutes, averages, decodes val and score
 warns that the minutes end inside the warm-up (a slower CPU), run instead
   CORPUS=<that directory> WORK=<a new directory> HPARAMS_SET=transformer_multi30k_hour_slow_cpu \\
     TRAIN_STEPS=fit TRAIN_MINUTES=55 AVG_N=1 bash bench/multi30k.sh
-(docs/results.md, "The recipe on a slower CPU").
+(docs/results.md, "Multi30k in one CPU-hour").
 EOF

@@ -180,8 +180,8 @@ class RunLength:
                 f"{holds:,} updates, fewer than eq. 3's learning_rate_warmup_steps={self.warmup_steps:,}: the "
                 f"learning rate will never rise above {holds / self.warmup_steps:.2f} of the peak the hparams set "
                 f"was chosen with. Give more minutes, or a shorter warm-up W with learning_rate multiplied by "
-                f"sqrt(W/{self.warmup_steps:,}), which keeps eq. 3's peak (docs/results.md: the recipe on a "
-                f"slower CPU).")
+                f"sqrt(W/{self.warmup_steps:,}), which keeps eq. 3's peak (docs/results.md, "
+                f"\"Multi30k in one CPU-hour\").")
 
     def stopped_by_the_clock(self, step: int) -> list:
         """The warnings for a run stopped by --train_minutes at `step`: what it left undone ([] if nothing)."""
