@@ -22,10 +22,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
+from t2t_lite.data.vocabulary import EOS_ID, SymbolVocabulary  # noqa: E402
 from t2t_lite.decode import inference
 from t2t_lite.insights import attention_readout
 from t2t_lite.train import checkpoints
-from t2t_lite.data.vocabulary import EOS_ID, SymbolVocabulary  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from headless_chromium import CHROMIUM, DevTools  # noqa: E402  (the browser driver of the browser tests)
@@ -84,9 +84,16 @@ def translations(model, rng, sentences):
         source_ids = list(rng.integers(3, VOCAB_SIZE, rng.integers(10, 61))) + [EOS_ID]
         target_ids = list(rng.integers(3, VOCAB_SIZE, rng.integers(10, 61))) + [EOS_ID]
         texts = [" ".join(str(i) for i in rng.integers(3, VOCAB_SIZE, len(target_ids))) for _ in range(BEAMS)]
-        result.append(inference.Translation(" ".join(map(str, source_ids[:-1])), texts,
-                                            sorted(rng.normal(-1, 0.3, BEAMS), reverse=True),
-                                            source_ids, len(source_ids), target_ids))
+        result.append(
+            inference.Translation(
+                " ".join(map(str, source_ids[:-1])),
+                texts,
+                sorted(rng.normal(-1, 0.3, BEAMS), reverse=True),
+                source_ids,
+                len(source_ids),
+                target_ids,
+            )
+        )
     return result
 
 
@@ -100,10 +107,17 @@ def main():
     vocabulary = SymbolVocabulary(VOCAB_SIZE - 2)
     start = time.time()
     decoded = translations(model, np.random.default_rng(0), args.sentences)
-    path = attention_readout.write_attention_page(model, vocabulary, decoded, os.path.join(args.output_dir, "attention.html"),
-                                          title="transformer_base, random weights")
-    print(f"page of {args.sentences} sentences written in {time.time() - start:.1f} s: "
-          f"{os.path.getsize(path) / 2**20:.1f} MiB ({path})")
+    path = attention_readout.write_attention_page(
+        model,
+        vocabulary,
+        decoded,
+        os.path.join(args.output_dir, "attention.html"),
+        title="transformer_base, random weights",
+    )
+    print(
+        f"page of {args.sentences} sentences written in {time.time() - start:.1f} s: "
+        f"{os.path.getsize(path) / 2**20:.1f} MiB ({path})"
+    )
     if CHROMIUM is None:
         print("no chromium installed (apt-get install -y chromium): no drawing times")
         return

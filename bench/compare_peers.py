@@ -1,6 +1,6 @@
 """t2t_lite beside TF Model Garden, torch.nn.Transformer, keras-hub and CTranslate2: speed and memory, in one run.
 
-    .venv/bin/python bench/compare_peers.py --peers_dir ../shared/peers            # tiny + base, 1 round (~15 min quiet)
+    .venv/bin/python bench/compare_peers.py --peers_dir ../shared/peers  # tiny + base, 1 round (~15 min quiet)
     .venv/bin/python bench/compare_peers.py --presets=tiny --json                  # ~4 min
     .venv/bin/python bench/compare_peers.py --skip_peers                           # t2t_lite rows only
     .venv/bin/python bench/compare_peers.py --peers=ctranslate2,ctranslate2-int8   # decoding beside CTranslate2
@@ -41,9 +41,24 @@ import subprocess
 import sys
 import tempfile
 
-from peer_summary import (BOUNDS, MEMORY_PHASES, OURS, OURS_BF16, OURS_SAVEDMODEL, OURS_SAVEDMODEL_BF16_WEIGHTS,
-                          OURS_SAVEDMODEL_INT8, OURS_XLA, OURS_XLA_BF16_WEIGHTS, OURS_XLA_INT8, PEAK, PEAK_BF16, PEERS,
-                          best_peaks, format_table, preset_summary)
+from peer_summary import (
+    BOUNDS,
+    MEMORY_PHASES,
+    OURS,
+    OURS_BF16,
+    OURS_SAVEDMODEL,
+    OURS_SAVEDMODEL_BF16_WEIGHTS,
+    OURS_SAVEDMODEL_INT8,
+    OURS_XLA,
+    OURS_XLA_BF16_WEIGHTS,
+    OURS_XLA_INT8,
+    PEAK,
+    PEAK_BF16,
+    PEERS,
+    best_peaks,
+    format_table,
+    preset_summary,
+)
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
@@ -60,8 +75,10 @@ PEER_SCRIPTS = {
     "ctranslate2-int8": ("ct2", "peer_ctranslate2.py", ["--compute-type", "int8"]),
 }
 # --quantize mode -> the labels of its rows: the XLA decoder's and the XLA export's.
-QUANTIZED_ROWS = {"int8": (OURS_XLA_INT8, OURS_SAVEDMODEL_INT8),
-                  "bfloat16": (OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS)}
+QUANTIZED_ROWS = {
+    "int8": (OURS_XLA_INT8, OURS_SAVEDMODEL_INT8),
+    "bfloat16": (OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS),
+}
 
 
 class PeersNotFoundError(FileNotFoundError):
@@ -75,7 +92,8 @@ def find_peers_dir(peers_dir=None) -> str:
     if not os.path.isfile(os.path.join(path, "peer_common.py")):
         raise PeersNotFoundError(
             f"no peer benchmark harness at {path} (peer_common.py missing). It ships with the project's "
-            f"shared folder, not with t2t_lite: pass --peers_dir=/path/to/shared/peers.")
+            f"shared folder, not with t2t_lite: pass --peers_dir=/path/to/shared/peers."
+        )
     return path
 
 
@@ -88,7 +106,8 @@ def peer_command(label, peers_dir, venv_prefix=DEFAULT_VENV_PREFIX) -> list:
     if not os.access(python, os.X_OK):
         raise PeersNotFoundError(
             f"peer {label!r} needs the virtual environment {venv_prefix + name} ({python} not found); create it "
-            f"with: VENV_PREFIX={venv_prefix} bash {os.path.join(peers_dir, 'setup_venvs.sh')} {name}")
+            f"with: VENV_PREFIX={venv_prefix} bash {os.path.join(peers_dir, 'setup_venvs.sh')} {name}"
+        )
     return [python, os.path.join(peers_dir, script), *extra]
 
 
@@ -99,8 +118,15 @@ def our_command(peers_dir, *extra) -> list:
 # -- Running one row ----------------------------------------------------------------------
 def child_environment(label, threads) -> dict:
     """run_all.sh's environment: fixed threads, no GPU, quiet TensorFlow."""
-    env = dict(os.environ, PEER_LABEL=label, PEER_THREADS=str(threads), TF_CPP_MIN_LOG_LEVEL="2",
-               KERAS_BACKEND="tensorflow", CUDA_VISIBLE_DEVICES="", PYTHONHASHSEED="0")
+    env = dict(
+        os.environ,
+        PEER_LABEL=label,
+        PEER_THREADS=str(threads),
+        TF_CPP_MIN_LOG_LEVEL="2",
+        KERAS_BACKEND="tensorflow",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONHASHSEED="0",
+    )
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[variable] = str(threads)
     return env
@@ -152,14 +178,16 @@ def protocol_flags(preset, args) -> list:
 
 def run_all(args, peers_dir, log_path) -> tuple:
     """The memory probes, then every round: the matmul peak and each preset's rows; returns (rows, peaks)."""
-    peers = [] if args.skip_peers else [(label, peer_command(label, peers_dir, args.venv_prefix))
-                                        for label in args.peers]
+    peers = (
+        [] if args.skip_peers else [(label, peer_command(label, peers_dir, args.venv_prefix)) for label in args.peers]
+    )
     rows = []
     # Memory does not depend on the load of the machine, so the probes go first, once.
     for preset in args.memory_presets:
         for phase in MEMORY_PHASES:
-            rows.append(run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase),
-                                preset, args, log_path))
+            rows.append(
+                run_row(f"{OURS}-memory-{phase}", our_command(peers_dir, "--memory", phase), preset, args, log_path)
+            )
     matmul = [sys.executable, os.path.join(BENCH_DIR, "matmul_peak.py"), "--threads", str(args.threads)]
     peaks = [(PEAK, matmul)] + ([] if args.no_bf16 else [(PEAK_BF16, matmul + ["--dtype", "bfloat16"])])
     ours = [(OURS, our_command(peers_dir)), (OURS_XLA, our_command(peers_dir, "--xla"))]
@@ -173,15 +201,21 @@ def run_all(args, peers_dir, log_path) -> tuple:
         if not args.no_savedmodel:
             ours.append((export, our_command(peers_dir, "--savedmodel", "--quantize", mode)))
     if not args.no_matmul_bound:
-        ours += [(BOUNDS[0], our_command(peers_dir, "--matmul_bound")),
-                 (BOUNDS[1], our_command(peers_dir, "--matmul_bound", "--xla"))]
+        ours += [
+            (BOUNDS[0], our_command(peers_dir, "--matmul_bound")),
+            (BOUNDS[1], our_command(peers_dir, "--matmul_bound", "--xla")),
+        ]
     for round_index in range(args.repeats):
         # A peak is a best case: measured before and after the round, the higher one counts.
         rows += [dict(run_row(label, argv, None, args, log_path), round=round_index + 1) for label, argv in peaks]
         for preset in args.presets:
             for label, argv in peers + ours:
-                rows.append(dict(run_row(label, argv + protocol_flags(preset, args), preset, args, log_path),
-                                 round=round_index + 1))
+                rows.append(
+                    dict(
+                        run_row(label, argv + protocol_flags(preset, args), preset, args, log_path),
+                        round=round_index + 1,
+                    )
+                )
         rows += [dict(run_row(label, argv, None, args, log_path), round=round_index + 1) for label, argv in peaks]
     return rows, best_peaks(rows)
 
@@ -195,31 +229,49 @@ def parse_args(argv=None):
     parser.add_argument("--skip_peers", action="store_true", help="only the t2t_lite rows (and the matmul peak)")
     parser.add_argument("--no_bf16", action="store_true", help="leave out the bfloat16 row and its matmul peak")
     parser.add_argument("--no_savedmodel", action="store_true", help="leave out the exported SavedModel's row")
-    parser.add_argument("--quantize", default=",".join(QUANTIZED_ROWS),
-                        help="decode-only rows with lower-precision product weights, per mode (comma-separated "
-                             "subset of int8,bfloat16; '' = none): the XLA decoder and, unless --no_savedmodel, "
-                             "the XLA export")
-    parser.add_argument("--no_matmul_bound", action="store_true",
-                        help="leave out the matmul-only bound of each preset's step (two rows per preset)")
-    parser.add_argument("--memory_presets", default="base",
-                        help="presets whose peak memory is probed, once, before the timed rows ('' = none)")
+    parser.add_argument(
+        "--quantize",
+        default=",".join(QUANTIZED_ROWS),
+        help="decode-only rows with lower-precision product weights, per mode (comma-separated "
+        "subset of int8,bfloat16; '' = none): the XLA decoder and, unless --no_savedmodel, "
+        "the XLA export",
+    )
+    parser.add_argument(
+        "--no_matmul_bound",
+        action="store_true",
+        help="leave out the matmul-only bound of each preset's step (two rows per preset)",
+    )
+    parser.add_argument(
+        "--memory_presets",
+        default="base",
+        help="presets whose peak memory is probed, once, before the timed rows ('' = none)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object per preset instead of tables")
     parser.add_argument("--peers_dir", default=None, help=f"the peers' harness (default {DEFAULT_PEERS_DIR})")
-    parser.add_argument("--venv_prefix", default=DEFAULT_VENV_PREFIX,
-                        help="the peers' venvs are <prefix>tfm, torch, kh, ct2 (setup_venvs.sh's VENV_PREFIX)")
+    parser.add_argument(
+        "--venv_prefix",
+        default=DEFAULT_VENV_PREFIX,
+        help="the peers' venvs are <prefix>tfm, torch, kh, ct2 (setup_venvs.sh's VENV_PREFIX)",
+    )
     parser.add_argument("--output_dir", default=None, help="results.jsonl, summary.json and run.log go here")
     parser.add_argument("--cpus", default="0-1", help="taskset CPU list for every row ('' = no pinning)")
     parser.add_argument("--threads", type=int, default=2, help="framework threads in every row")
-    parser.add_argument("--base_decode_repeats", type=int, default=1,
-                        help="timed decoding calls at `base` for every row (peers' protocol: 2; 1 keeps the run short)")
+    parser.add_argument(
+        "--base_decode_repeats",
+        type=int,
+        default=1,
+        help="timed decoding calls at `base` for every row (peers' protocol: 2; 1 keeps the run short)",
+    )
     args = parser.parse_args(argv)
     args.presets = [preset for preset in args.presets.split(",") if preset]
     args.peers = [peer for peer in args.peers.split(",") if peer]
     args.memory_presets = [preset for preset in args.memory_presets.split(",") if preset]
     args.quantize = [mode for mode in args.quantize.split(",") if mode]
     if set(args.quantize) - set(QUANTIZED_ROWS):
-        parser.error(f"--quantize: unknown {', '.join(sorted(set(args.quantize) - set(QUANTIZED_ROWS)))}; "
-                     f"choose from {','.join(QUANTIZED_ROWS)}.")
+        parser.error(
+            f"--quantize: unknown {', '.join(sorted(set(args.quantize) - set(QUANTIZED_ROWS)))}; "
+            f"choose from {','.join(QUANTIZED_ROWS)}."
+        )
     unknown = [preset for preset in args.presets + args.memory_presets if preset not in ("tiny", "base")]
     if unknown:
         parser.error(f"--presets: unknown {', '.join(unknown)}; choose from tiny,base.")

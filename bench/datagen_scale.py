@@ -24,19 +24,26 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WMT14_ENFR_PAIRS = 36_000_000
 # (source file, target file) of the real pairs under --data, relative to it.
-REAL_PAIRS = [("wmt_sample/detok/src-train.detok.en", "wmt_sample/detok/tgt-train.detok.de"),
-              ("wmt_sample/detok/src-val.detok.en", "wmt_sample/detok/tgt-val.detok.de"),
-              ("newstest2013/newstest2013.en", "newstest2013/newstest2013.de")]
+REAL_PAIRS = [
+    ("wmt_sample/detok/src-train.detok.en", "wmt_sample/detok/tgt-train.detok.de"),
+    ("wmt_sample/detok/src-val.detok.en", "wmt_sample/detok/tgt-val.detok.de"),
+    ("newstest2013/newstest2013.en", "newstest2013/newstest2013.de"),
+]
 DEV_PAIRS = 3000  # real pairs kept aside as the dev split, never spliced into train
 
 
 def read_real_pairs(data_dir: str) -> list:
     pairs = []
     for source_name, target_name in REAL_PAIRS:
-        with open(os.path.join(data_dir, source_name), encoding="utf-8") as sources, \
-                open(os.path.join(data_dir, target_name), encoding="utf-8") as targets:
-            pairs += [(source.strip(), target.strip()) for source, target in zip(sources, targets)
-                      if source.strip() and target.strip()]
+        with (
+            open(os.path.join(data_dir, source_name), encoding="utf-8") as sources,
+            open(os.path.join(data_dir, target_name), encoding="utf-8") as targets,
+        ):
+            pairs += [
+                (source.strip(), target.strip())
+                for source, target in zip(sources, targets)
+                if source.strip() and target.strip()
+            ]
     return pairs
 
 
@@ -56,14 +63,18 @@ def write_corpus(pairs: list, size: int, tmp_dir: str, *, dev_pairs: int = DEV_P
     os.makedirs(tmp_dir, exist_ok=True)
     dev, pool = pairs[:dev_pairs], pairs[dev_pairs:]
     rng = random.Random(seed)
-    with open(os.path.join(tmp_dir, "train.src"), "w", encoding="utf-8") as sources, \
-            open(os.path.join(tmp_dir, "train.tgt"), "w", encoding="utf-8") as targets:
+    with (
+        open(os.path.join(tmp_dir, "train.src"), "w", encoding="utf-8") as sources,
+        open(os.path.join(tmp_dir, "train.tgt"), "w", encoding="utf-8") as targets,
+    ):
         for _ in range(size):
             source, target = spliced_pair(rng.choice(pool), rng.choice(pool))
             sources.write(source + "\n")
             targets.write(target + "\n")
-    with open(os.path.join(tmp_dir, "dev.src"), "w", encoding="utf-8") as sources, \
-            open(os.path.join(tmp_dir, "dev.tgt"), "w", encoding="utf-8") as targets:
+    with (
+        open(os.path.join(tmp_dir, "dev.src"), "w", encoding="utf-8") as sources,
+        open(os.path.join(tmp_dir, "dev.tgt"), "w", encoding="utf-8") as targets,
+    ):
         for source, target in dev:
             sources.write(source + "\n")
             targets.write(target + "\n")
@@ -71,12 +82,18 @@ def write_corpus(pairs: list, size: int, tmp_dir: str, *, dev_pairs: int = DEV_P
 
 def run_datagen(tmp_dir: str, data_dir: str) -> tuple:
     """(wall seconds, peak resident MiB) of one t2t-datagen child process."""
-    command = [sys.executable, os.path.join(REPO, "bin", "t2t-datagen"), "--problem=translate_files",
-               f"--data_dir={data_dir}", f"--tmp_dir={tmp_dir}"]
+    command = [
+        sys.executable,
+        os.path.join(REPO, "bin", "t2t-datagen"),
+        "--problem=translate_files",
+        f"--data_dir={data_dir}",
+        f"--tmp_dir={tmp_dir}",
+    ]
     started = time.time()
     with open(os.path.join(os.path.dirname(data_dir), "datagen.log"), "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        )
         _, status, usage = os.wait4(process.pid, 0)
     seconds = time.time() - started
     if os.waitstatus_to_exitcode(status) != 0:
@@ -104,8 +121,10 @@ def main():
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     pairs = read_real_pairs(args.data)
-    print(f"{len(pairs):,} real pairs ({DEV_PAIRS:,} kept as dev); building spliced corpora of "
-          f"{', '.join(f'{size:,}' for size in sizes)} pairs.")
+    print(
+        f"{len(pairs):,} real pairs ({DEV_PAIRS:,} kept as dev); building spliced corpora of "
+        f"{', '.join(f'{size:,}' for size in sizes)} pairs."
+    )
     print("| pairs | wall time (s) | pairs/s | peak RSS (MiB) | train shards |")
     print("|---:|---:|---:|---:|---:|")
     seconds = []

@@ -58,8 +58,9 @@ def source_batch(vocab_size, seed=4321):
 
 def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size=BEAM_SIZE):
     """(first call seconds, [seconds of each timed call]) for one whole-batch decode."""
-    settings = dict(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH,
-                    use_cache=use_cache, eos_id=NO_EOS)
+    settings = dict(
+        beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH, use_cache=use_cache, eos_id=NO_EOS
+    )
     start = time.perf_counter()
     ids, _ = beam_search.decode_batch(model, source, **settings)
     first = time.perf_counter() - start
@@ -85,11 +86,15 @@ def main():
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
-    print(f"# t2t_lite decoding benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"host {platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {THREADS} threads, "
-          f"oneDNN kernels {'on' if _pywrap_util_port.IsMklEnabled() else 'off'}")
-    print(f"# {SENTENCES} sentences x {SOURCE_LENGTH} source tokens -> {OUTPUT_LENGTH} output tokens, "
-          f"beam {BEAM_SIZE}, alpha {ALPHA}, random weights")
+    print(
+        f"# t2t_lite decoding benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"host {platform.node()}, {os.cpu_count()} CPUs, TF {tf.__version__}, {THREADS} threads, "
+        f"oneDNN kernels {'on' if _pywrap_util_port.IsMklEnabled() else 'off'}"
+    )
+    print(
+        f"# {SENTENCES} sentences x {SOURCE_LENGTH} source tokens -> {OUTPUT_LENGTH} output tokens, "
+        f"beam {BEAM_SIZE}, alpha {ALPHA}, random weights"
+    )
     print("| preset | decoding | sent/s median [min–max] | out tok/s median | first call s | timed calls |")
     print("|---|---|---:|---:|---:|---:|")
     for preset in args.presets.split(","):
@@ -97,11 +102,15 @@ def main():
         source = source_batch(model.vocab_size)
         repeats = args.repeats if preset == "tiny" else args.base_repeats
         for use_cache in (True, False):
-            first, times = time_decoding(model, source, use_cache=use_cache, output_length=OUTPUT_LENGTH,
-                                         repeats=repeats)
+            first, times = time_decoding(
+                model, source, use_cache=use_cache, output_length=OUTPUT_LENGTH, repeats=repeats
+            )
             rates = [SENTENCES / seconds for seconds in times]
-            print(f"| {preset} | beam {BEAM_SIZE}, {'cached' if use_cache else 'uncached'} | {spread(rates)} | "
-                  f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {repeats} |", flush=True)
+            print(
+                f"| {preset} | beam {BEAM_SIZE}, {'cached' if use_cache else 'uncached'} | {spread(rates)} | "
+                f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {repeats} |",
+                flush=True,
+            )
     if not args.no_growth and "tiny" in args.presets.split(","):
         print_growth(make_model("tiny"), repeats=2)
 

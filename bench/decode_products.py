@@ -33,8 +33,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-SHAPES = {"projection 512x512": (512, 512), "FFN in 512x2048": (512, 2048), "FFN out 2048x512": (2048, 512),
-          "vocabulary 512x37000": (512, 37000)}
+SHAPES = {
+    "projection 512x512": (512, 512),
+    "FFN in 512x2048": (512, 2048),
+    "FFN out 2048x512": (2048, 512),
+    "vocabulary 512x37000": (512, 37000),
+}
 # form -> (operand dtype, the product of a and b)
 FORMS = {
     "float32": (tf.float32, lambda a, b: tf.matmul(a, b)),
@@ -47,10 +51,14 @@ FORMS = {
 def operands(rows, k, n, dtype, repeats, rng):
     """`repeats` distinct left operands [rows, k] and one right operand [k, n] of `dtype`."""
     if dtype == tf.int8:
-        return (tf.constant(rng.integers(-127, 128, size=(repeats, rows, k)), tf.int8),
-                tf.constant(rng.integers(-127, 128, size=(k, n)), tf.int8))
-    return (tf.cast(tf.constant(rng.normal(size=(repeats, rows, k)), tf.float32), dtype),
-            tf.cast(tf.constant(rng.normal(size=(k, n)) / np.sqrt(k), tf.float32), dtype))
+        return (
+            tf.constant(rng.integers(-127, 128, size=(repeats, rows, k)), tf.int8),
+            tf.constant(rng.integers(-127, 128, size=(k, n)), tf.int8),
+        )
+    return (
+        tf.cast(tf.constant(rng.normal(size=(repeats, rows, k)), tf.float32), dtype),
+        tf.cast(tf.constant(rng.normal(size=(k, n)) / np.sqrt(k), tf.float32), dtype),
+    )
 
 
 def best_seconds_per_product(product, lefts, right, calls):
@@ -78,15 +86,23 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
     rng = np.random.default_rng(0)
-    result = {"rows": args.rows, "threads": THREADS, "tensorflow": tf.__version__, "machine": platform.processor()
-              or platform.machine(), "shapes": {}}
+    result = {
+        "rows": args.rows,
+        "threads": THREADS,
+        "tensorflow": tf.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "shapes": {},
+    }
     for name, (k, n) in SHAPES.items():
         repeats = max(1, args.repeats // 4) if n > 4096 else args.repeats
         figures = {}
         for form, (dtype, product) in FORMS.items():
             lefts, right = operands(args.rows, k, n, dtype, repeats, rng)
             seconds = best_seconds_per_product(product, lefts, right, args.calls)
-            figures[form] = {"ms": round(1e3 * seconds, 3), "gop_per_s": round(2 * args.rows * k * n / seconds / 1e9, 1)}
+            figures[form] = {
+                "ms": round(1e3 * seconds, 3),
+                "gop_per_s": round(2 * args.rows * k * n / seconds / 1e9, 1),
+            }
         result["shapes"][name] = figures
     print(json.dumps(result))
 

@@ -28,8 +28,12 @@ from t2t_lite.data.input_pipeline import batched_dataset
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "data", "wmt_sample")
-CORPUS_FILES = {"src-train.txt": "train.src", "tgt-train.txt": "train.tgt",
-                "src-val.txt": "dev.src", "tgt-val.txt": "dev.tgt"}
+CORPUS_FILES = {
+    "src-train.txt": "train.src",
+    "tgt-train.txt": "train.tgt",
+    "src-val.txt": "dev.src",
+    "tgt-val.txt": "dev.tgt",
+}
 
 
 def link_corpus(corpus_dir: str, tmp_dir: str) -> None:
@@ -67,13 +71,18 @@ def main() -> None:
     parser.add_argument("--hparams_set", default="transformer_base")
     parser.add_argument("--hparams", default="")
     parser.add_argument("--mode", default="train", choices=["train", "dev", "test"])
-    parser.add_argument("--corpus_dir", default=DEFAULT_CORPUS_DIR,
-                        help="OpenNMT's WMT sample (default ../shared/data/wmt_sample beside the checkout)")
+    parser.add_argument(
+        "--corpus_dir",
+        default=DEFAULT_CORPUS_DIR,
+        help="OpenNMT's WMT sample (default ../shared/data/wmt_sample beside the checkout)",
+    )
     parser.add_argument("--data_dir", default="", help="Reuse generated data here (default: a temporary dir).")
     args = parser.parse_args()
     if not args.data_dir and not os.path.isfile(os.path.join(args.corpus_dir, "src-train.txt")):
-        parser.error(f"--corpus_dir={args.corpus_dir} has no src-train.txt; point it at OpenNMT's WMT sample "
-                     f"(src-train.txt, tgt-train.txt, src-val.txt, tgt-val.txt).")
+        parser.error(
+            f"--corpus_dir={args.corpus_dir} has no src-train.txt; point it at OpenNMT's WMT sample "
+            f"(src-train.txt, tgt-train.txt, src-val.txt, tgt-val.txt)."
+        )
 
     hparams = registry.hparams(args.hparams_set).override(args.hparams)
     problem = registry.problem(args.problem)
@@ -89,13 +98,16 @@ def main() -> None:
         totals = measure(dataset)
 
     seconds = totals["seconds"]
-    print(f"machine: {platform.node()} ({os.cpu_count()} CPUs), problem {args.problem}, mode {args.mode}, "
-          f"hparams {args.hparams_set} {args.hparams} (batch_size={hparams.batch_size}, "
-          f"max_length={hparams.max_length}, min_length_bucket={hparams.min_length_bucket}, "
-          f"length_bucket_step={hparams.length_bucket_step})")
+    print(
+        f"machine: {platform.node()} ({os.cpu_count()} CPUs), problem {args.problem}, mode {args.mode}, "
+        f"hparams {args.hparams_set} {args.hparams} (batch_size={hparams.batch_size}, "
+        f"max_length={hparams.max_length}, min_length_bucket={hparams.min_length_bucket}, "
+        f"length_bucket_step={hparams.length_bucket_step})"
+    )
     print(f"batches {totals['batches']}, examples {totals['examples']}, distinct batch shapes {totals['shapes']}")
-    print(f"examples/s {totals['examples'] / seconds:,.0f}   "
-          f"tokens/s {totals['real'] / seconds:,.0f} (real, both sides)")
+    print(
+        f"examples/s {totals['examples'] / seconds:,.0f}   tokens/s {totals['real'] / seconds:,.0f} (real, both sides)"
+    )
     print(f"padding efficiency (both sides): {totals['real'] / totals['padded']:.1%}")
     print(f"padding efficiency (longer side): {totals['longer_real'] / totals['longer_padded']:.1%}")
 

@@ -5,8 +5,8 @@
     .venv/bin/python bench/matmul_peak.py --step_shapes [--xla]  # the base train step's own products
 
 Square float32 (or bfloat16: oneDNN uses AMX where the CPU has it) products C = A·B of
-n×n matrices, each timed alone after one untimed call; FLOP/s = 2·n³ / seconds (one multiply and one add per term), and the peak is the
-best over every size and repeat. TensorFlow gets the same 2 intra-op / 2 inter-op
+n×n matrices, each timed alone after one untimed call; FLOP/s = 2·n³ / seconds (one multiply and one add
+per term), and the peak is the best over every size and repeat. TensorFlow gets the same 2 intra-op / 2 inter-op
 threads as the benchmarked training steps (bench/peer_project.py). Prints one JSON line.
 
 `--step_shapes` times instead the products one training step of `--hparams_set` is made of
@@ -63,17 +63,25 @@ def step_shapes(hparams, vocab_size: int, tokens: int) -> list:
     d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size
     attentions = hparams.encoder_layers + 2 * hparams.decoder_layers
     feed_forwards = hparams.encoder_layers + hparams.decoder_layers
-    weights = (("query and key projections", d, kc, 2 * attentions), ("value projection", d, vc, attentions),
-               ("output projection", vc, d, attentions), ("FFN inner", d, ff, feed_forwards),
-               ("FFN outer", ff, d, feed_forwards))
+    weights = (
+        ("query and key projections", d, kc, 2 * attentions),
+        ("value projection", d, vc, attentions),
+        ("output projection", vc, d, attentions),
+        ("FFN inner", d, ff, feed_forwards),
+        ("FFN outer", ff, d, feed_forwards),
+    )
     shapes = []  # forward, then dW, then dX of each weight
     for name, k, n, count in weights:
-        shapes += [(f"{name} X·W", tokens, k, n, False, False, count),
-                   (f"{name}, dW = Xᵀ·dY", k, tokens, n, True, False, count),
-                   (f"{name}, dX = dY·Wᵀ", tokens, n, k, False, True, count)]
-    return shapes + [("vocabulary projection h·Eᵀ", tokens, d, vocab_size, False, True, 1),
-                     ("vocabulary, dE = dzᵀ·h", vocab_size, tokens, d, True, False, 1),
-                     ("vocabulary, dh = dz·E", tokens, vocab_size, d, False, False, 1)]
+        shapes += [
+            (f"{name} X·W", tokens, k, n, False, False, count),
+            (f"{name}, dW = Xᵀ·dY", k, tokens, n, True, False, count),
+            (f"{name}, dX = dY·Wᵀ", tokens, n, k, False, True, count),
+        ]
+    return shapes + [
+        ("vocabulary projection h·Eᵀ", tokens, d, vocab_size, False, True, 1),
+        ("vocabulary, dE = dzᵀ·h", vocab_size, tokens, d, True, False, 1),
+        ("vocabulary, dh = dz·E", tokens, vocab_size, d, False, False, 1),
+    ]
 
 
 def step_shape_flops_per_s(m, k, n, transpose_a, transpose_b, repeats, xla) -> list:
@@ -108,16 +116,28 @@ def measure_step_shapes(shapes, repeats, xla) -> dict:
         rates[name] = by_shape[shape]
         flops += count * 2.0 * m * k * n
         seconds += count * 2.0 * m * k * n / rates[name]
-    return {"step_shapes": rates, "matmul_only_step_flops": flops, "matmul_only_step_s": seconds,
-            "matmul_only_flops_per_s": flops / seconds, "xla": xla, "dtype": "float32",
-            "threads": tf.config.threading.get_intra_op_parallelism_threads(), "repeats": repeats}
+    return {
+        "step_shapes": rates,
+        "matmul_only_step_flops": flops,
+        "matmul_only_step_s": seconds,
+        "matmul_only_flops_per_s": flops / seconds,
+        "xla": xla,
+        "dtype": "float32",
+        "threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "repeats": repeats,
+    }
 
 
 def measure(sizes, repeats, dtype="float32") -> dict:
     """{"matmul_peak_flops_per_s": best, "by_size": {n: best for n}} over the given sizes."""
     by_size = {str(size): max(matmul_flops_per_s(size, repeats, dtype)) for size in sizes}
-    return {"matmul_peak_flops_per_s": max(by_size.values()), "by_size": by_size, "dtype": dtype,
-            "threads": tf.config.threading.get_intra_op_parallelism_threads(), "repeats": repeats}
+    return {
+        "matmul_peak_flops_per_s": max(by_size.values()),
+        "by_size": by_size,
+        "dtype": dtype,
+        "threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "repeats": repeats,
+    }
 
 
 def main():
@@ -127,10 +147,17 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="timed products per size")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="operand dtype")
     parser.add_argument("--step_shapes", action="store_true", help="time a train step's products instead")
-    for name, what in (("hparams_set", "the model"), ("tokens", "source (= target) tokens per step"),
-                       ("vocab_size", "the shared vocabulary")):
-        parser.add_argument(f"--{name}", type=type(STEP_DEFAULTS[name]), default=None,
-                            help=f"with --step_shapes: {what} (default {STEP_DEFAULTS[name]})")
+    for name, what in (
+        ("hparams_set", "the model"),
+        ("tokens", "source (= target) tokens per step"),
+        ("vocab_size", "the shared vocabulary"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            type=type(STEP_DEFAULTS[name]),
+            default=None,
+            help=f"with --step_shapes: {what} (default {STEP_DEFAULTS[name]})",
+        )
     parser.add_argument("--xla", action="store_true", help="with --step_shapes: compile the products with XLA")
     args = parser.parse_args()
     step_flags = ["--xla"] * args.xla + [f"--{name}" for name in STEP_DEFAULTS if getattr(args, name) is not None]
@@ -144,8 +171,10 @@ def main():
     if args.step_shapes:
         from t2t_lite import registry  # after the thread settings above
 
-        model = {name: default if getattr(args, name) is None else getattr(args, name)
-                 for name, default in STEP_DEFAULTS.items()}
+        model = {
+            name: default if getattr(args, name) is None else getattr(args, name)
+            for name, default in STEP_DEFAULTS.items()
+        }
         shapes = step_shapes(registry.hparams(model["hparams_set"]), model["vocab_size"], model["tokens"])
         result = dict(measure_step_shapes(shapes, args.repeats, args.xla), **model)
         print(json.dumps(result, ensure_ascii=False), flush=True)

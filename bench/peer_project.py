@@ -54,6 +54,7 @@ import sys
 import tempfile
 
 from compare_peers import PeersNotFoundError, find_peers_dir
+
 from t2t_lite.train import cpu_features
 
 
@@ -67,6 +68,7 @@ def _import_peer_common():
         sys.exit(f"bench/peer_project.py: {error}")
     sys.path.insert(0, peers_dir)
     import peer_common
+
     return peer_common
 
 
@@ -81,6 +83,8 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_intra_op_parallelism_threads(pc.NUM_THREADS)
 tf.config.threading.set_inter_op_parallelism_threads(pc.NUM_THREADS)
 
+import matmul_peak  # noqa: E402  (bench/, this script's folder)
+
 import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
@@ -88,8 +92,6 @@ from t2t_lite.decode import beam_search, quantization
 from t2t_lite.serve import export
 from t2t_lite.train import checkpoints, flops, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
-
-import matmul_peak  # noqa: E402  (bench/, this script's folder)
 
 HPARAMS_SETS = {"tiny": "transformer_tiny", "base": "transformer_base"}
 NO_EOS = -1  # no id equals it, so nothing stops early (the peers' protocol)
@@ -99,22 +101,30 @@ NO_EOS = -1  # no id equals it, so nothing stops early (the peers' protocol)
 def preset_hparams(cfg, xla: bool, activation_dtype: str = "float32"):
     """The registered set with the preset's shape; fails if the set and the peers' preset disagree."""
     hparams = registry.hparams(HPARAMS_SETS[cfg["preset"]])
-    expected = {"num_encoder_layers": (hparams.encoder_layers, cfg["num_encoder_layers"]),
-                "num_decoder_layers": (hparams.decoder_layers, cfg["num_decoder_layers"]),
-                "d_model": (hparams.hidden_size, cfg["d_model"]),
-                "num_heads": (hparams.num_heads, cfg["num_heads"]),
-                "d_ff": (hparams.filter_size, cfg["d_ff"]),
-                "dropout": (hparams.layer_prepostprocess_dropout, cfg["dropout"]),
-                "label_smoothing": (hparams.label_smoothing, cfg["label_smoothing"]),
-                "shared_embeddings": (hparams.shared_embedding_and_softmax_weights, cfg["shared_embeddings"]),
-                "sinusoids": (hparams.pos, "timing")}
+    expected = {
+        "num_encoder_layers": (hparams.encoder_layers, cfg["num_encoder_layers"]),
+        "num_decoder_layers": (hparams.decoder_layers, cfg["num_decoder_layers"]),
+        "d_model": (hparams.hidden_size, cfg["d_model"]),
+        "num_heads": (hparams.num_heads, cfg["num_heads"]),
+        "d_ff": (hparams.filter_size, cfg["d_ff"]),
+        "dropout": (hparams.layer_prepostprocess_dropout, cfg["dropout"]),
+        "label_smoothing": (hparams.label_smoothing, cfg["label_smoothing"]),
+        "shared_embeddings": (hparams.shared_embedding_and_softmax_weights, cfg["shared_embeddings"]),
+        "sinusoids": (hparams.pos, "timing"),
+    }
     wrong = {name: pair for name, pair in expected.items() if pair[0] != pair[1]}
     if wrong:
-        raise ValueError(f"{HPARAMS_SETS[cfg['preset']]} does not match peer_common.PRESETS[{cfg['preset']!r}]: "
-                         + ", ".join(f"{name} {ours} != {theirs}" for name, (ours, theirs) in wrong.items()))
+        raise ValueError(
+            f"{HPARAMS_SETS[cfg['preset']]} does not match peer_common.PRESETS[{cfg['preset']!r}]: "
+            + ", ".join(f"{name} {ours} != {theirs}" for name, (ours, theirs) in wrong.items())
+        )
     # One Adam update per batch, as every peer does (no accumulation towards tokens_per_step).
-    return hparams.replace(batch_size=cfg["train_batch"] * cfg["tgt_len"], tokens_per_step=0, xla_compile=xla,
-                           activation_dtype=activation_dtype)
+    return hparams.replace(
+        batch_size=cfg["train_batch"] * cfg["tgt_len"],
+        tokens_per_step=0,
+        xla_compile=xla,
+        activation_dtype=activation_dtype,
+    )
 
 
 def build(hparams, vocab_size, seed):
@@ -142,15 +152,20 @@ def time_training(steps, hparams, cfg, seed):
     step_flops = flops.flops_per_step(hparams, cfg["vocab_size"], result["tgt_tokens_per_step"], cfg["tgt_len"])
     result["flops_per_step"] = step_flops
     result["flops_per_s"] = pc.summary([step_flops / seconds for seconds in result["step_s"]["values"]], nd=0)
-    result["optimizer"] = ("t2t_lite.train.train_step.StepFunctions.train_step (FusedAdam, eq. 3 schedule, "
-                           "hand-written loss gradient)")
+    result["optimizer"] = (
+        "t2t_lite.train.train_step.StepFunctions.train_step (FusedAdam, eq. 3 schedule, hand-written loss gradient)"
+    )
     return result
 
 
 def decode_settings(cfg, beam_size):
     # decode_length = the input's non-padding length + extra_length (beam_search.decode).
-    return dict(beam_size=beam_size, alpha=cfg["beam_alpha"],
-                extra_length=cfg["decode_max_out"] - cfg["decode_src_len"], eos_id=NO_EOS)
+    return dict(
+        beam_size=beam_size,
+        alpha=cfg["beam_alpha"],
+        extra_length=cfg["decode_max_out"] - cfg["decode_src_len"],
+        eos_id=NO_EOS,
+    )
 
 
 def time_decoding(model, cfg, modes, xla=False):
@@ -163,18 +178,26 @@ def time_decoding(model, cfg, modes, xla=False):
         settings = dict(decode_settings(cfg, beam_size), xla=xla)
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
-            lambda batch, settings=settings: beam_search.decode_batch(model, batch, **settings)[0], source, cfg,
-            method=f"t2t_lite.decode.beam_search.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)", cached=True,
-            beam_size=beam_size, alpha=cfg["beam_alpha"])
+            lambda batch, settings=settings: beam_search.decode_batch(model, batch, **settings)[0],
+            source,
+            cfg,
+            method=f"t2t_lite.decode.beam_search.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)",
+            cached=True,
+            beam_size=beam_size,
+            alpha=cfg["beam_alpha"],
+        )
         if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
-            raise RuntimeError(f"{name} decoding returned {results[name]['out_shape']}, expected "
-                               f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings).")
+            raise RuntimeError(
+                f"{name} decoding returned {results[name]['out_shape']}, expected "
+                f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings)."
+            )
     if "greedy" not in results:
         return results
     output = beam_search.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
     logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
     results["greedy"]["check_teacher_forced_argmax_match"] = round(
-        float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4)
+        float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4
+    )
     return results
 
 
@@ -196,8 +219,9 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
     if phase == "train":
         rng = np.random.default_rng(seed)
         sentences = micro_batch_tokens // cfg["tgt_len"]
-        batch = as_batch(*(rng.integers(pc.FIRST_REAL_ID, cfg["vocab_size"], size=(sentences, cfg["tgt_len"]))
-                           for _ in range(2)))
+        batch = as_batch(
+            *(rng.integers(pc.FIRST_REAL_ID, cfg["vocab_size"], size=(sentences, cfg["tgt_len"])) for _ in range(2))
+        )
         k = train_step.micro_batches_per_step(hparams, num_replicas=1)
         if k > 1:
             steps.build_accumulators()
@@ -206,8 +230,11 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
             steps.apply_step()
         else:
             steps.train_step(batch).numpy()
-        result.update(micro_batch_tokens=sentences * cfg["tgt_len"], micro_batches_per_step=k,
-                      tokens_per_step=hparams.tokens_per_step)
+        result.update(
+            micro_batch_tokens=sentences * cfg["tgt_len"],
+            micro_batches_per_step=k,
+            tokens_per_step=hparams.tokens_per_step,
+        )
     else:
         source = pc.random_decode_src(cfg)
         beam_search.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
@@ -221,8 +248,10 @@ def measure_matmul_bound(hparams, cfg, xla: bool, repeats: int = 5) -> dict:
     """matmul_peak.measure_step_shapes on the products of the preset's training step."""
     tokens = cfg["train_batch"] * cfg["tgt_len"]
     if cfg["src_len"] != cfg["tgt_len"]:
-        raise ValueError(f"--matmul_bound assumes source and target batches of equal length; preset "
-                         f"{cfg['preset']!r} has src_len {cfg['src_len']}, tgt_len {cfg['tgt_len']}.")
+        raise ValueError(
+            f"--matmul_bound assumes source and target batches of equal length; preset "
+            f"{cfg['preset']!r} has src_len {cfg['src_len']}, tgt_len {cfg['tgt_len']}."
+        )
     shapes = matmul_peak.step_shapes(hparams, cfg["vocab_size"], tokens)
     return dict(matmul_peak.measure_step_shapes(shapes, repeats, xla), tokens=tokens)
 
@@ -262,18 +291,30 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize
     """
     # max_input_length: the 21 ids it is given, so the XLA export compiles the buckets of length 16
     # and 24 only (the default 256 adds 32, 48, ... 256: minutes of tracing and GBs for shapes never used).
-    settings = export.ExportHParams(beam_size=beam_size, alpha=cfg["beam_alpha"],
-                                    extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
-                                    max_input_length=cfg["decode_src_len"] + 1)
+    settings = export.ExportHParams(
+        beam_size=beam_size,
+        alpha=cfg["beam_alpha"],
+        extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
+        max_input_length=cfg["decode_src_len"] + 1,
+    )
     xla = "xla" in {field.name for field in dataclasses.fields(export.ExportHParams)}
     if xla:  # the XLA export, where export.py has one
         settings = dataclasses.replace(settings, xla=True)
     if quantize:
         settings = dataclasses.replace(settings, quantize=quantize)
-    config = {"bench": "bench/peer_project.py --savedmodel", "preset": cfg["preset"],
-              "decode_hparams": dataclasses.asdict(settings), "hparams": json.loads(hparams.to_json())}
-    export.write_saved_model(export.serving_module(model, vocab, settings), config, vocab.model_path,
-                             export.warmup_requests(vocab, settings), path)
+    config = {
+        "bench": "bench/peer_project.py --savedmodel",
+        "preset": cfg["preset"],
+        "decode_hparams": dataclasses.asdict(settings),
+        "hparams": json.loads(hparams.to_json()),
+    }
+    export.write_saved_model(
+        export.serving_module(model, vocab, settings),
+        config,
+        vocab.model_path,
+        export.warmup_requests(vocab, settings),
+        path,
+    )
     return xla
 
 
@@ -296,16 +337,30 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
             return translate_ids(inputs=tf.constant(batch, tf.int32))["outputs"].numpy()
 
         results[name] = pc.time_decode(
-            call, source, cfg, method=f"tf.saved_model.load(export).signatures['{export.IDS_SIGNATURE}'] "
-            f"(beam_size={beam_size}, xla={xla})", cached=True, beam_size=beam_size, alpha=cfg["beam_alpha"])
+            call,
+            source,
+            cfg,
+            method=f"tf.saved_model.load(export).signatures['{export.IDS_SIGNATURE}'] "
+            f"(beam_size={beam_size}, xla={xla})",
+            cached=True,
+            beam_size=beam_size,
+            alpha=cfg["beam_alpha"],
+        )
         output = call(source)
         lengths = (output != 0).sum(axis=1)
         results[name]["out_tokens_per_sentence"] = {"min": int(lengths.min()), "max": int(lengths.max())}
         if (output == beam_search.EOS_ID).any() or {int(lengths.min()), int(lengths.max())} != {cfg["decode_max_out"]}:
-            raise RuntimeError(f"the SavedModel's {name} outputs are not all {cfg['decode_max_out']} tokens without "
-                               f"EOS: lengths {results[name]['out_tokens_per_sentence']} (see without_eos).")
-        library = beam_search.decode_batch(model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"],
-                                        extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1)[0]
+            raise RuntimeError(
+                f"the SavedModel's {name} outputs are not all {cfg['decode_max_out']} tokens without "
+                f"EOS: lengths {results[name]['out_tokens_per_sentence']} (see without_eos)."
+            )
+        library = beam_search.decode_batch(
+            model,
+            with_eos,
+            beam_size=beam_size,
+            alpha=cfg["beam_alpha"],
+            extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
+        )[0]
         width = cfg["decode_max_out"]
         results[name]["check_equals_decode_batch"] = round(float(np.mean(output[:, :width] == library[:, :width])), 4)
     return results, xla
@@ -319,51 +374,87 @@ def savedmodel_row(hparams, cfg, modes, seed, quantize="") -> dict:
     quantization.quantize_for_decoding(model, quantize)  # what export_model does after restoring
     with tempfile.TemporaryDirectory() as scratch:
         decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch, quantize)
-    return {"params": int(model.count_params()), "train": None, "decode": decode, "savedmodel_xla": xla,
-            "jit_compile": xla}
+    return {
+        "params": int(model.count_params()),
+        "train": None,
+        "decode": decode,
+        "savedmodel_xla": xla,
+        "jit_compile": xla,
+    }
 
 
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
-    parser.add_argument("--xla", action="store_true",
-                        help="hparams xla_compile=True for the train step, and XLA for decoding")
-    parser.add_argument("--activation_dtype", default="float32", choices=("float32", "bfloat16"),
-                        help="hparams activation_dtype (bfloat16: mixed precision, float32 variables)")
-    parser.add_argument("--memory", choices=("train", "decode"), default=None,
-                        help="only report the peak resident memory of one training update or decoding call")
+    parser.add_argument(
+        "--xla", action="store_true", help="hparams xla_compile=True for the train step, and XLA for decoding"
+    )
+    parser.add_argument(
+        "--activation_dtype",
+        default="float32",
+        choices=("float32", "bfloat16"),
+        help="hparams activation_dtype (bfloat16: mixed precision, float32 variables)",
+    )
+    parser.add_argument(
+        "--memory",
+        choices=("train", "decode"),
+        default=None,
+        help="only report the peak resident memory of one training update or decoding call",
+    )
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
-    parser.add_argument("--savedmodel", action="store_true",
-                        help="only decode, with the exported SavedModel's translate_ids signature")
-    parser.add_argument("--matmul_bound", action="store_true",
-                        help="only time the train step's matrix products, alone (XLA's kernels with --xla)")
-    parser.add_argument("--quantize", default="", choices=quantization.MODES,
-                        help="decode with int8 products or bfloat16 product weights (t2t_lite/decode/quantization.py); "
-                             "decoding only: give --skip-train")
+    parser.add_argument(
+        "--savedmodel", action="store_true", help="only decode, with the exported SavedModel's translate_ids signature"
+    )
+    parser.add_argument(
+        "--matmul_bound",
+        action="store_true",
+        help="only time the train step's matrix products, alone (XLA's kernels with --xla)",
+    )
+    parser.add_argument(
+        "--quantize",
+        default="",
+        choices=quantization.MODES,
+        help="decode with int8 products or bfloat16 product weights (t2t_lite/decode/quantization.py); "
+        "decoding only: give --skip-train",
+    )
 
 
 def main():
     args, cfg = pc.parse_args(__doc__.splitlines()[0], extra_flags)
     if args.matmul_bound and (args.memory or args.activation_dtype != "float32"):
-        sys.exit("bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
-                 "--memory and --activation_dtype.")
+        sys.exit(
+            "bench/peer_project.py: --matmul_bound times float32 products alone; run it without "
+            "--memory and --activation_dtype."
+        )
     if args.quantize and (args.memory or args.matmul_bound or not (args.skip_train or args.savedmodel)):
-        sys.exit("bench/peer_project.py: --quantize is for decoding only; give --skip-train (or --savedmodel), "
-                 "and no --memory or --matmul_bound.")
+        sys.exit(
+            "bench/peer_project.py: --quantize is for decoding only; give --skip-train (or --savedmodel), "
+            "and no --memory or --matmul_bound."
+        )
     if args.savedmodel and (args.memory or args.matmul_bound or args.xla or args.activation_dtype != "float32"):
-        sys.exit("bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
-                 "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype.")
+        sys.exit(
+            "bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
+            "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype."
+        )
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
-        "peer": "t2t_lite" + (" SavedModel" if args.savedmodel else "") + (" +XLA" if args.xla else "")
-                + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else "")
-                + (f" {args.quantize}" if args.quantize else ""),
+        "peer": "t2t_lite"
+        + (" SavedModel" if args.savedmodel else "")
+        + (" +XLA" if args.xla else "")
+        + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else "")
+        + (f" {args.quantize}" if args.quantize else ""),
         "preset": cfg["preset"],
-        "versions": {"t2t_lite": t2t_lite.__version__, "tensorflow": tf.__version__, "keras": keras.__version__,
-                     "numpy": np.__version__},
-        "threads": {"tf.intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
-                    "tf.inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
-                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "versions": {
+            "t2t_lite": t2t_lite.__version__,
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "numpy": np.__version__,
+        },
+        "threads": {
+            "tf.intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "tf.inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        },
         "hparams_set": HPARAMS_SETS[cfg["preset"]],
         "jit_compile": args.xla,
         "activation_dtype": args.activation_dtype,

@@ -42,8 +42,14 @@ def convert(hparams_set: str, vocab_size: int, mode: str) -> dict:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:
         gc.callbacks.remove(count)
-    return {"hparams_set": hparams_set, "mode": mode, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
-            "full_collections": len(full), "python_objects": len(gc.get_objects())}
+    return {
+        "hparams_set": hparams_set,
+        "mode": mode,
+        "seconds": round(wall, 3),
+        "cpu_seconds": round(cpu, 3),
+        "full_collections": len(full),
+        "python_objects": len(gc.get_objects()),
+    }
 
 
 def main():

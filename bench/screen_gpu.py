@@ -40,8 +40,12 @@ def parse_args(argv=None):
     parser.add_argument("--corpus", required=True, help="directory with train.en, train.TARGET, val.en, val.TARGET")
     parser.add_argument("--target", default="de")
     parser.add_argument("--vocab", required=True, help="the SentencePiece model t2t-datagen wrote (vocab.*.model)")
-    parser.add_argument("--vocab_for", action="append", default=[],
-                        help="NAME=PATH: another vocabulary for config NAME (a vocabulary-size row)")
+    parser.add_argument(
+        "--vocab_for",
+        action="append",
+        default=[],
+        help="NAME=PATH: another vocabulary for config NAME (a vocabulary-size row)",
+    )
     parser.add_argument("--hparams_set", default="transformer_multi30k_hour")
     parser.add_argument("--config", action="append", required=True, help="NAME:OVERRIDES[@UPDATES]")
     parser.add_argument("--updates", type=int, required=True)
@@ -68,25 +72,50 @@ def main(argv=None):
     if len(set(names)) != len(names):
         sys.exit(f"screen_gpu.py: --config names must differ (got {names})")
     # Each process takes a share of the accelerator's memory instead of JAX's default 75 %.
-    env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-           "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{0.9 / len(args.config):.3f}"}
-    children = [subprocess.Popen([sys.executable, __file__, *argv_of(args), "--one", config], env=env,
-                                 stdout=subprocess.PIPE, text=True) for config in args.config]
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{0.9 / len(args.config):.3f}",
+    }
+    children = [
+        subprocess.Popen(
+            [sys.executable, __file__, *argv_of(args), "--one", config], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for config in args.config
+    ]
     failed = 0
     for config, child in zip(args.config, children):
         output, _ = child.communicate()
         if child.returncode:
             failed += 1
-            print(f"screen_gpu.py: config {config!r} failed (exit {child.returncode}); its stderr is above",
-                  file=sys.stderr)
+            print(
+                f"screen_gpu.py: config {config!r} failed (exit {child.returncode}); its stderr is above",
+                file=sys.stderr,
+            )
         print(output.strip().splitlines()[-1] if output.strip() else "", flush=True)
     sys.exit(1 if failed else 0)
 
 
 def argv_of(args):
-    argv = ["--corpus", args.corpus, "--target", args.target, "--vocab", args.vocab,
-            "--hparams_set", args.hparams_set, "--updates", str(args.updates),
-            "--eval_every", str(args.eval_every), "--seed", str(args.seed), "--out", args.out]
+    argv = [
+        "--corpus",
+        args.corpus,
+        "--target",
+        args.target,
+        "--vocab",
+        args.vocab,
+        "--hparams_set",
+        args.hparams_set,
+        "--updates",
+        str(args.updates),
+        "--eval_every",
+        str(args.eval_every),
+        "--seed",
+        str(args.seed),
+        "--out",
+        args.out,
+    ]
     for item in args.vocab_for:
         argv += ["--vocab_for", item]
     for config in args.config:
@@ -96,11 +125,13 @@ def argv_of(args):
 
 # -- One configuration, in its own process -------------------------------------------------------
 
+
 def import_t2t_lite():
     """t2t_lite from this checkout; `t2t_lite.hparams` is hparams/ (setup.cfg's package_dir)."""
     sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("t2t_lite.hparams", ROOT / "hparams" / "__init__.py",
-                                                  submodule_search_locations=[str(ROOT / "hparams")])
+    spec = importlib.util.spec_from_file_location(
+        "t2t_lite.hparams", ROOT / "hparams" / "__init__.py", submodule_search_locations=[str(ROOT / "hparams")]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules["t2t_lite.hparams"] = module
     spec.loader.exec_module(module)
@@ -115,7 +146,9 @@ def run_one(args, name, overrides, updates):
 
     # The set's function itself: registry.hparams() would also import the problems, which need TensorFlow.
     hparams = getattr(sys.modules["t2t_lite.hparams.transformer"], args.hparams_set)()
-    hparams = (hparams.override(overrides) if overrides else hparams).replace(activation_dtype="float32", xla_compile=False)
+    hparams = (hparams.override(overrides) if overrides else hparams).replace(
+        activation_dtype="float32", xla_compile=False
+    )
     vocab_path = dict(item.split("=", 1) for item in args.vocab_for).get(name, args.vocab)
     vocab = load_vocab(vocab_path)
     corpus = Path(args.corpus)
@@ -127,14 +160,22 @@ def run_one(args, name, overrides, updates):
     keras.utils.set_random_seed(args.seed)
     model = Transformer(hparams, vocab.get_piece_size())
     started = time.time()
-    state, curve = train_model(model, hparams, train, val, updates, args.eval_every,
-                                np.random.default_rng(args.seed), name)
+    state, curve = train_model(
+        model, hparams, train, val, updates, args.eval_every, np.random.default_rng(args.seed), name
+    )
     trained = time.time() - started
     hypotheses = greedy_translate(model, state, [ids for ids, _ in val], vocab, hparams.extra_length)
-    result = {"name": name, "overrides": overrides, "updates": updates, "vocab": Path(vocab_path).name,
-              "dev_perplexity": curve, **score(hypotheses, val_references),
-              "train_seconds": round(trained, 1), "decode_seconds": round(time.time() - started - trained, 1),
-              "val_sentences": len(val_sources)}
+    result = {
+        "name": name,
+        "overrides": overrides,
+        "updates": updates,
+        "vocab": Path(vocab_path).name,
+        "dev_perplexity": curve,
+        **score(hypotheses, val_references),
+        "train_seconds": round(trained, 1),
+        "decode_seconds": round(time.time() - started - trained, 1),
+        "val_sentences": len(val_sources),
+    }
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / f"{name}.json").write_text(json.dumps(result, indent=1))
@@ -144,6 +185,7 @@ def run_one(args, name, overrides, updates):
 
 def load_vocab(path):
     import sentencepiece
+
     return sentencepiece.SentencePieceProcessor(model_file=str(path))
 
 
@@ -180,6 +222,7 @@ def batches(pairs, hparams, rng):
     of SCREEN_LENGTHS and the rows to the most of any bucket sharing that length (rows of padding alone
     carry no loss), so that a handful of shapes are compiled."""
     import numpy as np
+
     lengths = bucket_lengths(hparams)
     rows = [max(1, hparams.batch_size // length) for length in lengths]
     shape_of = [next(c for c in SCREEN_LENGTHS + (length,) if c >= length) for length in lengths]
@@ -200,14 +243,15 @@ def pad_batch(pairs, length, rows, np):
     inputs = np.zeros((rows, length), np.int32)
     targets = np.zeros((rows, length), np.int32)
     for row, (source, target) in enumerate(pairs):
-        inputs[row, :len(source)] = source
-        targets[row, :len(target)] = target
+        inputs[row, : len(source)] = source
+        targets[row, : len(target)] = target
     return inputs, targets
 
 
 def eq3_with_decay(hparams, train_steps):
     """t2t_lite.train.schedule.NoamSchedule for optax (a count from 0 → step = count + 1)."""
     import jax.numpy as jnp
+
     warmup = float(max(hparams.learning_rate_warmup_steps, 1))
 
     def rate(count):
@@ -227,15 +271,20 @@ def train_model(model, hparams, train, val, updates, eval_every, rng, label=""):
 
     from t2t_lite.train.loss import padded_cross_entropy
 
-    optimizer = optax.adam(eq3_with_decay(hparams, updates), b1=hparams.optimizer_adam_beta1,
-                           b2=hparams.optimizer_adam_beta2, eps=hparams.optimizer_adam_epsilon)
+    optimizer = optax.adam(
+        eq3_with_decay(hparams, updates),
+        b1=hparams.optimizer_adam_beta1,
+        b2=hparams.optimizer_adam_beta2,
+        eps=hparams.optimizer_adam_epsilon,
+    )
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
     opt_state = optimizer.init(trainable)
 
     def loss(trainable, non_trainable, inputs, targets):
-        logits, non_trainable = model.stateless_call(trainable, non_trainable,
-                                                     {"inputs": inputs, "targets": targets}, training=True)
+        logits, non_trainable = model.stateless_call(
+            trainable, non_trainable, {"inputs": inputs, "targets": targets}, training=True
+        )
         smoothed, _, tokens = padded_cross_entropy(logits, targets, hparams.label_smoothing)
         return smoothed / tokens, non_trainable
 
@@ -286,6 +335,7 @@ def dev_perplexity_of(model, val):
 def fixed_batches(sources, targets, rows):
     """Batches of `rows` pairs in order, each side padded to a multiple of 16 (few shapes to compile)."""
     import numpy as np
+
     for start in range(0, len(sources), rows):
         part = list(range(start, min(start + rows, len(sources))))
         yield tuple(pad_rows([ids[i] for i in part], np) for ids in (sources, targets))
@@ -295,7 +345,7 @@ def pad_rows(rows, np):
     length = -(-max(len(r) for r in rows) // 16) * 16
     array = np.zeros((len(rows), length), np.int32)
     for i, ids in enumerate(rows):
-        array[i, :len(ids)] = ids
+        array[i, : len(ids)] = ids
     return array
 
 
@@ -310,6 +360,7 @@ def greedy_translate(model, state, sources, vocab, extra_length):
         def body(position, targets):
             logits, _ = model.stateless_call(*state, {"inputs": inputs, "targets": targets}, training=False)
             return targets.at[:, position].set(jnp.argmax(logits[:, position], axis=-1).astype(targets.dtype))
+
         return jax.lax.fori_loop(0, buffer.shape[1], body, buffer)
 
     hypotheses = []
@@ -317,18 +368,21 @@ def greedy_translate(model, state, sources, vocab, extra_length):
         limit = -(-(inputs.shape[1] + extra_length) // 16) * 16
         output = jax.device_get(decode(state, inputs, jnp.zeros((inputs.shape[0], limit), jnp.int32)))
         for row in output.tolist():
-            row = row[:row.index(EOS_ID)] if EOS_ID in row else row
+            row = row[: row.index(EOS_ID)] if EOS_ID in row else row
             hypotheses.append(vocab.decode(row))
     return hypotheses
 
 
 def score(hypotheses, references):
     import sacrebleu
+
     bleu = sacrebleu.BLEU()
     chrf = sacrebleu.CHRF()
-    return {"val_sacrebleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
-            "val_chrf2": round(chrf.corpus_score(hypotheses, [references]).score, 2),
-            "sacrebleu_signature": str(bleu.get_signature())}
+    return {
+        "val_sacrebleu": round(bleu.corpus_score(hypotheses, [references]).score, 2),
+        "val_chrf2": round(chrf.corpus_score(hypotheses, [references]).score, 2),
+        "sacrebleu_signature": str(bleu.get_signature()),
+    }
 
 
 if __name__ == "__main__":

@@ -50,8 +50,12 @@ from t2t_lite.train import checkpoints
 VOCAB_SIZE = 1000
 # --exports: each kind's --decode_hparams beside the user's; xla-int8 and xla-bf16-weights are
 # t2t_lite/decode/quantization.py's int8 products and bfloat16 product weights.
-EXPORT_KINDS = {"plain": "xla=false", "xla": "xla=true", "xla-int8": "xla=true,quantize=int8",
-                "xla-bf16-weights": "xla=true,quantize=bfloat16"}
+EXPORT_KINDS = {
+    "plain": "xla=false",
+    "xla": "xla=true",
+    "xla-int8": "xla=true,quantize=int8",
+    "xla-bf16-weights": "xla=true,quantize=bfloat16",
+}
 
 
 def read_sentences(path, count):
@@ -73,14 +77,14 @@ def write_exports(scratch, hparams_set, decode_hparams, sentences, kinds):
     hparams = registry.hparams(hparams_set)
     keras.utils.set_random_seed(1234)
     model = checkpoints.build_model(hparams, vocab.vocab_size)
-    checkpoints.checkpoint_manager(tf.train.Checkpoint(model=checkpoints.trackable_model(model)), train_dir,
-                                   1).save(1)
+    checkpoints.checkpoint_manager(tf.train.Checkpoint(model=checkpoints.trackable_model(model)), train_dir, 1).save(1)
     exports = {}
     for kind in kinds:
         overrides = ",".join(part for part in (decode_hparams, EXPORT_KINDS[kind]) if part)
         start = time.perf_counter()
-        exports[kind] = export.export_model(problem, hparams, data_dir, train_dir, os.path.join(scratch, kind),
-                                            overrides)
+        exports[kind] = export.export_model(
+            problem, hparams, data_dir, train_dir, os.path.join(scratch, kind), overrides
+        )
         print(f"# {kind} export took {time.perf_counter() - start:.1f} s", flush=True)
     return exports
 
@@ -108,8 +112,16 @@ def first_requests(version_dir, sentences, batch_sizes, replay):
 
 
 def first_requests_in_fresh_process(version_dir, args, replay):
-    command = [sys.executable, __file__, "--first_requests_of", version_dir, "--source_file", args.source_file,
-               "--batch_sizes", args.batch_sizes] + (["--replay"] if replay else [])
+    command = [
+        sys.executable,
+        __file__,
+        "--first_requests_of",
+        version_dir,
+        "--source_file",
+        args.source_file,
+        "--batch_sizes",
+        args.batch_sizes,
+    ] + (["--replay"] if replay else [])
     process = subprocess.run(command, capture_output=True, text=True)
     if process.returncode:
         raise RuntimeError(process.stderr[-3000:])
@@ -118,8 +130,10 @@ def first_requests_in_fresh_process(version_dir, args, replay):
 
 def drive(translate, sentences, threads, batch_size, requests):
     """`threads` clients send `requests` requests of `batch_size` sentences in all; (sentences/s, latencies s)."""
-    batches = [[sentences[(first + i) % len(sentences)] for i in range(batch_size)]
-               for first in range(0, requests * batch_size, batch_size)]
+    batches = [
+        [sentences[(first + i) % len(sentences)] for i in range(batch_size)]
+        for first in range(0, requests * batch_size, batch_size)
+    ]
     next_request, lock, latencies = iter(range(requests)), threading.Lock(), []
 
     def client():
@@ -150,9 +164,13 @@ def benchmark(kind, version_dir, sentences, args):
     for replay in (True, False):
         first = first_requests_in_fresh_process(version_dir, args, replay)
         warm = f"warm-up replayed in {first['replay_s']:.1f} s" if replay else "no warm-up replay"
-        print(f"first request, fresh process, {warm} (load {first['load_s']:.1f} s): " + ", ".join(
-            f"batch {size} {first[f'first_{size}_s'] * 1000:.0f} ms" for size in args.batch_sizes.split(",")),
-            flush=True)
+        print(
+            f"first request, fresh process, {warm} (load {first['load_s']:.1f} s): "
+            + ", ".join(
+                f"batch {size} {first[f'first_{size}_s'] * 1000:.0f} ms" for size in args.batch_sizes.split(",")
+            ),
+            flush=True,
+        )
     loaded = tf.saved_model.load(version_dir)
     serving_warmup.replay(loaded, serving_warmup.read_warmup_requests(version_dir))
     translate = loaded.signatures[export.TEXT_SIGNATURE]
@@ -164,16 +182,22 @@ def benchmark(kind, version_dir, sentences, args):
             requests = max(threads, args.requests // batch_size)
             rate, latencies = drive(translate, sentences, threads, batch_size, requests)
             p50, p95, p99 = np.percentile(latencies, [50, 95, 99]) * 1000
-            print(f"| {threads} | {batch_size} | {requests} | {rate:.1f} | {p50:.0f} | {p95:.0f} | {p99:.0f} |",
-                  flush=True)
+            print(
+                f"| {threads} | {batch_size} | {requests} | {rate:.1f} | {p50:.0f} | {p95:.0f} | {p99:.0f} |",
+                flush=True,
+            )
     # Read after every fifth of the requests: a leak grows with them, a one-time step (4 threads' first
     # allocations) does not.
     readings, chunk = [resident_megabytes()], max(1, args.memory_requests // 5)
     for _ in range(0, args.memory_requests, chunk):
         drive(translate, sentences, 4, 1, chunk)
         readings.append(resident_megabytes())
-    print(f"\nresident memory over {len(readings) - 1} × {chunk} more requests (4 threads, batch 1): "
-          + " → ".join(f"{mb:.0f}" for mb in readings) + " MB", flush=True)
+    print(
+        f"\nresident memory over {len(readings) - 1} × {chunk} more requests (4 threads, batch 1): "
+        + " → ".join(f"{mb:.0f}" for mb in readings)
+        + " MB",
+        flush=True,
+    )
 
 
 def main():
@@ -182,12 +206,17 @@ def main():
     parser.add_argument("--sentences", type=int, default=1000, help="lines of --source_file used (cycled)")
     parser.add_argument("--hparams_set", default="transformer_tiny")
     parser.add_argument("--decode_hparams", default="", help='e.g. "beam_size=4,max_input_length=64"')
-    parser.add_argument("--exports", default="plain,xla",
-                        help="which exports to measure, comma-separated: " + ", ".join(EXPORT_KINDS))
+    parser.add_argument(
+        "--exports", default="plain,xla", help="which exports to measure, comma-separated: " + ", ".join(EXPORT_KINDS)
+    )
     parser.add_argument("--threads", default="1,4,16")
     parser.add_argument("--batch_sizes", default="1,8,64")
-    parser.add_argument("--requests", type=int, default=10000,
-                        help="sentences per setting: this many requests at batch 1, this / batch at larger batches")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=10000,
+        help="sentences per setting: this many requests at batch 1, this / batch at larger batches",
+    )
     parser.add_argument("--memory_requests", type=int, default=10000)
     parser.add_argument("--first_requests_of", help=argparse.SUPPRESS)  # the fresh process' mode
     parser.add_argument("--replay", action="store_true", help=argparse.SUPPRESS)
@@ -200,13 +229,17 @@ def main():
         batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
         print(json.dumps(first_requests(args.first_requests_of, sentences, batch_sizes, args.replay)))
         return
-    print(f"# t2t_lite serving benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, host "
-          f"{platform.node()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, TF {tf.__version__}, "
-          f"{args.hparams_set} (random float32 weights), {VOCAB_SIZE}-piece vocabulary, "
-          f"--decode_hparams='{args.decode_hparams}', {len(sentences)} sentences of {args.source_file}", flush=True)
+    print(
+        f"# t2t_lite serving benchmark, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, host "
+        f"{platform.node()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, TF {tf.__version__}, "
+        f"{args.hparams_set} (random float32 weights), {VOCAB_SIZE}-piece vocabulary, "
+        f"--decode_hparams='{args.decode_hparams}', {len(sentences)} sentences of {args.source_file}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as scratch:
-        for kind, version_dir in write_exports(scratch, args.hparams_set, args.decode_hparams, sentences,
-                                                   args.exports.split(",")).items():
+        for kind, version_dir in write_exports(
+            scratch, args.hparams_set, args.decode_hparams, sentences, args.exports.split(",")
+        ).items():
             benchmark(kind, version_dir, sentences, args)
 
 

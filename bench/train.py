@@ -33,8 +33,10 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     step_functions = train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
     sentences = max(1, batch_size // length)
     rng = np.random.default_rng(0)
-    batch = {name: tf.constant(rng.integers(2, vocab_size, size=(sentences, length)), tf.int32)
-             for name in ("inputs", "targets")}
+    batch = {
+        name: tf.constant(rng.integers(2, vocab_size, size=(sentences, length)), tf.int32)
+        for name in ("inputs", "targets")
+    }
     for _ in range(warmup_steps):
         step_functions.train_step(batch).numpy()
     started = time.perf_counter()
@@ -44,8 +46,14 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     seconds = (time.perf_counter() - started) / steps
     tokens = sentences * length
     step_flops = flops.flops_per_step(hparams, vocab_size, tokens, length)
-    return {"hparams_set": hparams_set, "params": model.count_params(), "tokens/step": tokens,
-            "ms/step": 1000 * seconds, "tokens/s": tokens / seconds, "GFLOP/s": step_flops / seconds / 1e9}
+    return {
+        "hparams_set": hparams_set,
+        "params": model.count_params(),
+        "tokens/step": tokens,
+        "ms/step": 1000 * seconds,
+        "tokens/s": tokens / seconds,
+        "GFLOP/s": step_flops / seconds / 1e9,
+    }
 
 
 def main():
@@ -58,13 +66,24 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="Timed steps.")
     parser.add_argument("--warmup_steps", type=int, default=2, help="Untimed steps first (tracing, XLA).")
     args = parser.parse_args()
-    print(f"device: {tf.config.list_logical_devices()[-1].name}, batch_size={args.batch_size}, "
-          f"length={args.length}, vocab_size={args.vocab_size}, hparams='{args.hparams}'")
+    print(
+        f"device: {tf.config.list_logical_devices()[-1].name}, batch_size={args.batch_size}, "
+        f"length={args.length}, vocab_size={args.vocab_size}, hparams='{args.hparams}'"
+    )
     for hparams_set in args.hparams_set.split(","):
-        result = benchmark(hparams_set, args.hparams, args.batch_size, args.length, args.vocab_size, args.steps,
-                           args.warmup_steps)
-        print("  ".join(f"{key}={value:,.1f}" if isinstance(value, float) else f"{key}={value:,}"
-                        if isinstance(value, int) else f"{key}={value}" for key, value in result.items()))
+        result = benchmark(
+            hparams_set, args.hparams, args.batch_size, args.length, args.vocab_size, args.steps, args.warmup_steps
+        )
+        print(
+            "  ".join(
+                f"{key}={value:,.1f}"
+                if isinstance(value, float)
+                else f"{key}={value:,}"
+                if isinstance(value, int)
+                else f"{key}={value}"
+                for key, value in result.items()
+            )
+        )
 
 
 if __name__ == "__main__":

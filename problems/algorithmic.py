@@ -12,9 +12,9 @@ import abc
 import random
 
 from t2t_lite.data import datagen
+from t2t_lite.data.vocabulary import EOS_ID, NUM_RESERVED_IDS, SymbolVocabulary
 from t2t_lite.problem import Problem
 from t2t_lite.registry import register_problem
-from t2t_lite.data.vocabulary import EOS_ID, NUM_RESERVED_IDS, SymbolVocabulary
 
 
 class AlgorithmicProblem(Problem):
@@ -51,8 +51,13 @@ class AlgorithmicProblem(Problem):
                 report.reused.append(split)
                 continue
             report.written[split] = datagen.write_shuffled_shards(
-                self.examples(split), data_dir, self.base_name, split, self.num_shards[split],
-                f"{self.base_name} {split}")
+                self.examples(split),
+                data_dir,
+                self.base_name,
+                split,
+                self.num_shards[split],
+                f"{self.base_name} {split}",
+            )
         return report
 
 

@@ -63,13 +63,17 @@ def split_files(files: list, tmp_dir: str, *, note_layout: bool = True) -> dict:
     standard = [section for sections in STANDARD_SECTIONS.values() for section in sections]
     missing = [section for section in standard if section not in by_section]
     if not missing:
-        return {split: [path for section in sections for path in by_section[section]]
-                for split, sections in STANDARD_SECTIONS.items()}
+        return {
+            split: [path for section in sections for path in by_section[section]]
+            for split, sections in STANDARD_SECTIONS.items()
+        }
     # Said aloud: a partial or nested copy of the treebank would otherwise score on another test set.
     if note_layout:
-        print(f"parsing_wsj: {root} lacks the standard sections {', '.join(missing)} (expected {root}/NN/*.mrg "
-              f"for NN = 02-23), so the files are split by name hash: the test set is not section 23 and "
-              f"scores are not comparable with §6.3.")
+        print(
+            f"parsing_wsj: {root} lacks the standard sections {', '.join(missing)} (expected {root}/NN/*.mrg "
+            f"for NN = 02-23), so the files are split by name hash: the test set is not section 23 and "
+            f"scores are not comparable with §6.3."
+        )
     splits = {"train": [], "dev": [], "test": []}
     for path in files:
         bucket = int(hashlib.md5(os.path.basename(path).encode("utf-8")).hexdigest(), 16) % 20

@@ -36,7 +36,7 @@ def check_lines(path: str) -> int:
                 raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 raise CorpusError(
-                    f"{path}:{count}: not valid UTF-8 (byte {error.start}: {raw[error.start:error.start + 1]!r}); "
+                    f"{path}:{count}: not valid UTF-8 (byte {error.start}: {raw[error.start : error.start + 1]!r}); "
                     f"convert the file, e.g. `iconv -f latin1 -t utf-8`."
                 ) from None
     if count == 0:

@@ -45,9 +45,9 @@ import os
 import re
 import struct
 
+from t2t_lite.data.vocabulary import normalize_text
 from t2t_lite.problem import TextProblem
 from t2t_lite.registry import register_problem
-from t2t_lite.data.vocabulary import normalize_text
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 HOLDOUT_PERCENT = 3  # Percent of English messages held out for dev, and again for test.
@@ -57,7 +57,8 @@ _CONTEXT_SEPARATOR = "\x04"
 _PLURAL_SEPARATOR = "\x00"
 # printf conversions (%s, %1$d, %-10.3f, %(name)s, %lld) and Python/C# braces ({0}, {name}).
 _PLACEHOLDER = re.compile(
-    r"%(\d+\$)?(\(\w+\))?[-+ #0']*(\*|\d+)?(\.(\*|\d+))?[hlLqjzt]*[diouxXeEfFgGcrsaCSpn%]|\{\w*\}")
+    r"%(\d+\$)?(\(\w+\))?[-+ #0']*(\*|\d+)?(\.(\*|\d+))?[hlLqjzt]*[diouxXeEfFgGcrsaCSpn%]|\{\w*\}"
+)
 # A mnemonic marker at the start of a word in the English text: "_File", "Save _As", "&Open".
 _SOURCE_ACCELERATOR = re.compile(r"(?<![\w&_])[_&](?=[^\W\d_])")
 _TARGET_ACCELERATOR = re.compile(r"(?<![&_])[_&](?=[^\W\d_])")
@@ -78,19 +79,21 @@ def read_mo(path: str) -> list:
     _, count, originals_at, translations_at = struct.unpack(order + "4I", data[4:20])
 
     def string(table_at, index):
-        length, offset = struct.unpack(order + "2I", data[table_at + 8 * index: table_at + 8 * index + 8])
+        length, offset = struct.unpack(order + "2I", data[table_at + 8 * index : table_at + 8 * index + 8])
         if offset + length > len(data):
-            raise ValueError(f"{path}: string {index} runs past the end of the file; the catalog is truncated "
-                             f"or corrupt.")
-        return data[offset: offset + length]
+            raise ValueError(
+                f"{path}: string {index} runs past the end of the file; the catalog is truncated or corrupt."
+            )
+        return data[offset : offset + length]
 
     try:
         raw = [(string(originals_at, i), string(translations_at, i)) for i in range(count)]
         charset = _charset(dict(raw).get(b"", b""))
         return [(msgid.decode(charset, "replace"), msgstr.decode(charset, "replace")) for msgid, msgstr in raw]
     except struct.error:
-        raise ValueError(f"{path}: its string tables run past the end of the file; the catalog is truncated "
-                         f"or corrupt.") from None
+        raise ValueError(
+            f"{path}: its string tables run past the end of the file; the catalog is truncated or corrupt."
+        ) from None
     except LookupError:
         raise ValueError(f"{path}: declares charset {charset!r}, which Python does not know.") from None
 

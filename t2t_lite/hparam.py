@@ -145,13 +145,28 @@ class HParams:
         for name in ("hidden_size", "filter_size", "num_heads", "num_hidden_layers", "batch_size"):
             if getattr(self, name) <= 0:
                 fail(name, "must be positive")
-        for name in ("attention_key_channels", "attention_value_channels", "num_encoder_layers",
-                     "num_decoder_layers", "tokens_per_step", "max_length", "learning_rate_warmup_steps",
-                     "learning_rate_decay_steps", "extra_length"):
+        for name in (
+            "attention_key_channels",
+            "attention_value_channels",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "tokens_per_step",
+            "max_length",
+            "learning_rate_warmup_steps",
+            "learning_rate_decay_steps",
+            "extra_length",
+        ):
             if getattr(self, name) < 0:
                 fail(name, "must be zero or positive")
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "symbol_dropout",
-                     "label_smoothing", "optimizer_adam_beta1", "optimizer_adam_beta2"):
+        for name in (
+            "layer_prepostprocess_dropout",
+            "attention_dropout",
+            "relu_dropout",
+            "symbol_dropout",
+            "label_smoothing",
+            "optimizer_adam_beta1",
+            "optimizer_adam_beta2",
+        ):
             if not 0.0 <= getattr(self, name) < 1.0:
                 fail(name, "must be in [0, 1)")
         for name in ("learning_rate", "optimizer_adam_epsilon"):

@@ -83,8 +83,9 @@ class Problem(abc.ABC):
         check_mode(mode)
         return datagen.filepattern(data_dir, self.base_name, mode)
 
-    def dataset(self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None,
-                share=None) -> tf.data.Dataset:
+    def dataset(
+        self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None, share=None
+    ) -> tf.data.Dataset:
         """The examples of `mode` as `{"inputs", "targets"}` int32 vectors ending in EOS.
 
         `shuffle_files` (default: only in "train") shuffles the order of the shards
@@ -104,8 +105,10 @@ class Problem(abc.ABC):
         if share is not None:
             index, count = share
             if not files[index::count]:
-                raise ValueError(f"Problem {self.name}: share {index}::{count} of the {len(files)} {mode} shards "
-                                 f"in {data_dir} holds no file.")
+                raise ValueError(
+                    f"Problem {self.name}: share {index}::{count} of the {len(files)} {mode} shards "
+                    f"in {data_dir} holds no file."
+                )
             files = files[index::count]
         if shuffle_files is None:
             shuffle_files = mode == "train"
@@ -188,11 +191,13 @@ class TextProblem(Problem):
                     report.bpe_dropout[split] = (self.bpe_dropout, self.bpe_dropout_copies)
             try:
                 report.written[split] = datagen.write_shuffled_shards(
-                    examples, data_dir, self.base_name, split, self.num_shards[split], f"{self.base_name} {split}")
+                    examples, data_dir, self.base_name, split, self.num_shards[split], f"{self.base_name} {split}"
+                )
             except datagen.EmptySplitError as error:
                 reasons = datagen.format_drops(drops) or "none read"
-                raise datagen.EmptySplitError(f"{error} Dropped: {reasons}. Check the raw {split} data in "
-                                              f"--tmp_dir={tmp_dir}.") from None
+                raise datagen.EmptySplitError(
+                    f"{error} Dropped: {reasons}. Check the raw {split} data in --tmp_dir={tmp_dir}."
+                ) from None
         return report
 
     def _encode(self, split: str, pairs, vocabulary: Vocabulary, drops: collections.Counter):
@@ -200,8 +205,9 @@ class TextProblem(Problem):
         if split != "train":  # dev and test are scored on every sentence, segmented as decoding will be
             return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops)
         if self.bpe_dropout:
-            return bpe_dropout.sampled_pairs(pairs, vocabulary, self.bpe_dropout, self.bpe_dropout_copies, drops,
-                                             max_length=self.max_subword_length)
+            return bpe_dropout.sampled_pairs(
+                pairs, vocabulary, self.bpe_dropout, self.bpe_dropout_copies, drops, max_length=self.max_subword_length
+            )
         return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops, max_length=self.max_subword_length)
 
     def _vocabulary_or_train(self, data_dir: str, tmp_dir: str) -> Vocabulary:
@@ -213,7 +219,8 @@ class TextProblem(Problem):
             raise ValueError(
                 f"{data_dir} holds {self.base_name} {', '.join(encoded)} files but not {self.vocab_filename()}, "
                 f"the vocabulary they were encoded with. Restore it, or remove "
-                f"{datagen.filepattern(data_dir, self.base_name, '*')} to encode everything afresh.")
+                f"{datagen.filepattern(data_dir, self.base_name, '*')} to encode everything afresh."
+            )
         pairs = self.text_pairs(tmp_dir, "train")
         if pairs is None:
             raise FileNotFoundError(f"Problem {self.base_name} found no training data in --tmp_dir={tmp_dir}.")

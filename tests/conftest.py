@@ -46,8 +46,10 @@ def reverse_data(built_once):
     trainer's 10,000-example shuffle buffer at every start of training, seconds of CPU per run
     in each of the many tests that train. Built once per test run; tests only read it.
     """
+
     def generate(path):
         from t2t_lite import registry
+
         problem = registry.problem("algorithmic_reverse")
         problem.num_examples = dict(problem.num_examples, train=1000)
         problem.generate_data(str(path), str(path))

@@ -20,14 +20,24 @@ import pytest
 
 CHROMIUM = next((path for path in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if path), None)
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="no chromium installed (Debian: apt-get install -y chromium); the browser tests need it")
+    CHROMIUM is None, reason="no chromium installed (Debian: apt-get install -y chromium); the browser tests need it"
+)
 WINDOW = (1280, 1000)
 
 
 def _chromium(profile_dir, *arguments, timeout=120) -> str:
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               "--force-device-scale-factor=1", f"--window-size={WINDOW[0]},{WINDOW[1]}",
-               f"--user-data-dir={profile_dir}", "--virtual-time-budget=10000", *arguments]
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--user-data-dir={profile_dir}",
+        "--virtual-time-budget=10000",
+        *arguments,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True).stdout
 
 
@@ -63,10 +73,23 @@ class DevTools:
             os.dup2(11, 4)
 
         self.process = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-             "--force-device-scale-factor=1", f"--window-size={WINDOW[0]},{WINDOW[1]}", "--remote-debugging-pipe",
-             f"--user-data-dir={profile_dir}", url],
-            preexec_fn=map_fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--force-device-scale-factor=1",
+                f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile_dir}",
+                url,
+            ],
+            preexec_fn=map_fds,
+            close_fds=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_chromium)
         os.close(from_chromium)
         self._buffer, self._last_id, self._session = b"", 0, None
@@ -116,8 +139,10 @@ class DevTools:
 
     def click(self, selector: str):
         """A left click in the middle of the element."""
-        x, y = self.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
-                             f".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
+        x, y = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            f".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
+        )
         for kind in ("mousePressed", "mouseReleased"):
             self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
@@ -147,7 +172,7 @@ def heat_map_cells(image: np.ndarray, geometry: dict) -> np.ndarray:
     viridis = (colormaps["viridis"](np.linspace(0, 1, 256))[:, :3] * 255).astype(np.float32)
     rows, columns = np.nonzero(np.ptp(image.astype(np.int16), axis=-1) > 40)  # coloured, not grey
     pixels = image[rows, columns].astype(np.float32)
-    is_viridis = np.min(((pixels[:, None, :] - viridis[None, ::2, :]) ** 2).sum(-1), axis=1) < 15 ** 2
+    is_viridis = np.min(((pixels[:, None, :] - viridis[None, ::2, :]) ** 2).sum(-1), axis=1) < 15**2
     rows, columns = rows[is_viridis], columns[is_viridis]
     assert rows.size, "no heat-map colours in the screenshot"
     top, left, cell = rows.min(), columns.min(), geometry["cell"]

@@ -40,17 +40,21 @@ def test_multi_head_is_concat_of_heads_then_output_projection():
     x = RNG.normal(size=(1, 3, 10)).astype("float32")
     memory = RNG.normal(size=(1, 4, 10)).astype("float32")
     output, _, _ = layer(x, memory)
-    w_q, w_k, w_v, w_o = (np.asarray(p.kernel) for p in (layer.query_projection, layer.key_projection,
-                                                          layer.value_projection, layer.output_projection))
+    w_q, w_k, w_v, w_o = (
+        np.asarray(p.kernel)
+        for p in (layer.query_projection, layer.key_projection, layer.value_projection, layer.output_projection)
+    )
     heads = []
     for head in range(2):
-        q = x @ w_q[:, head * 4:(head + 1) * 4]
-        k = memory @ w_k[:, head * 4:(head + 1) * 4]
-        v = memory @ w_v[:, head * 3:(head + 1) * 3]
+        q = x @ w_q[:, head * 4 : (head + 1) * 4]
+        k = memory @ w_k[:, head * 4 : (head + 1) * 4]
+        v = memory @ w_v[:, head * 3 : (head + 1) * 3]
         heads.append(numpy_attention(q, k, v)[0])
     np.testing.assert_allclose(output, np.concatenate(heads, -1) @ w_o, atol=1e-5)
-    assert all(not p.use_bias for p in (layer.query_projection, layer.key_projection,
-                                        layer.value_projection, layer.output_projection))
+    assert all(
+        not p.use_bias
+        for p in (layer.query_projection, layer.key_projection, layer.value_projection, layer.output_projection)
+    )
 
 
 def test_memory_shared_by_groups_of_query_rows_is_attention_per_row():
@@ -64,8 +68,12 @@ def test_memory_shared_by_groups_of_query_rows_is_attention_per_row():
     output, weights, _ = layer(queries, memory_kv=shared, bias=padding_bias(mask), return_weights=True)
     for row in range(6):
         sentence = row // 3
-        expected, expected_weights, _ = layer(queries[row:row + 1], memory[sentence:sentence + 1],
-                                              bias=padding_bias(mask[sentence:sentence + 1]), return_weights=True)
+        expected, expected_weights, _ = layer(
+            queries[row : row + 1],
+            memory[sentence : sentence + 1],
+            bias=padding_bias(mask[sentence : sentence + 1]),
+            return_weights=True,
+        )
         np.testing.assert_allclose(output[row], expected[0], atol=1e-5)
         np.testing.assert_allclose(weights[row], expected_weights[0], atol=1e-6)
     assert np.all(np.asarray(weights)[3:, :, :, 3:] == 0.0)  # sentence 1's padding

@@ -7,8 +7,8 @@ import zlib
 
 import numpy as np
 import pytest
-
 from headless_chromium import canvas_geometry, dump_dom, heat_map_cells, needs_chromium, screenshot
+
 from t2t_lite.insights.attention_page import render, sentence_data, write_page
 from t2t_lite.insights.attention_plot import AXES
 
@@ -25,10 +25,12 @@ def softmax_weights(heads, queries, keys, seed, sharpness=3.0):
 def attention(layers=2, heads=3, seed=0):
     return {
         "encoder_self": [softmax_weights(heads, len(SOURCE), len(SOURCE), seed + layer) for layer in range(layers)],
-        "decoder_self": [np.tril(softmax_weights(heads, len(TARGET), len(TARGET), seed + 10 + layer))
-                         for layer in range(layers)],
-        "encoder_decoder": [softmax_weights(heads, len(TARGET), len(SOURCE), seed + 20 + layer)
-                            for layer in range(layers)],
+        "decoder_self": [
+            np.tril(softmax_weights(heads, len(TARGET), len(TARGET), seed + 10 + layer)) for layer in range(layers)
+        ],
+        "encoder_decoder": [
+            softmax_weights(heads, len(TARGET), len(SOURCE), seed + 20 + layer) for layer in range(layers)
+        ],
     }
 
 
@@ -46,7 +48,7 @@ def page_attention(sentence: dict) -> dict:
         shape = (sentence["heads"], lengths[queries], lengths[keys])
         attention[kind] = []
         for _ in range(sentence["layers"]):
-            attention[kind].append(levels[offset:offset + np.prod(shape)].reshape(shape))
+            attention[kind].append(levels[offset : offset + np.prod(shape)].reshape(shape))
             offset += np.prod(shape)
     assert offset == levels.size
     return attention
@@ -66,8 +68,9 @@ def test_the_page_keeps_every_weight_to_within_half_a_level_of_255():
 
 def test_the_page_needs_no_network_and_escapes_what_it_shows():
     sentence = sentence_data("<i>x</i>", SOURCE, TARGET, [("y", -1.0)], attention())
-    page = render([sentence], title="<b>title</b>", details="a & b", form={"action": "/", "text": "</textarea>",
-                                                                          "max_chars": 100})
+    page = render(
+        [sentence], title="<b>title</b>", details="a & b", form={"action": "/", "text": "</textarea>", "max_chars": 100}
+    )
     assert not re.search(r"(src|href)\s*=|https?://|@import|url\(", page)  # nothing fetched: works offline
     assert "<b>title</b>" not in page and "&lt;b&gt;title&lt;/b&gt;" in page
     assert "</textarea></textarea>" not in page and "&lt;/textarea&gt;" in page
@@ -87,8 +90,10 @@ def test_a_browser_draws_the_chosen_attention_in_viridis(tmp_path):
     from matplotlib import colormaps
 
     weights = [attention(seed=seed) for seed in (0, 100)]
-    sentences = [sentence_data(f"sentence {n}", SOURCE, TARGET, [("The cat sat", -0.51), ("A cat", -1.2)], w)
-                 for n, w in enumerate(weights)]
+    sentences = [
+        sentence_data(f"sentence {n}", SOURCE, TARGET, [("The cat sat", -0.51), ("A cat", -1.2)], w)
+        for n, w in enumerate(weights)
+    ]
     path = write_page(str(tmp_path / "attention.html"), sentences, title="two sentences")
     dom = dump_dom(f"file://{path}", tmp_path / "profile")
     assert dom.count("<option value=") == 2 + 3 + 2 + 4  # sentences, kinds, layers, mean + 3 heads
@@ -103,7 +108,7 @@ def test_a_browser_draws_the_chosen_attention_in_viridis(tmp_path):
     chosen = f"file://{path}#sentence=2&kind=encoder_decoder&layer=2&head=3"  # a view named in the address
     dom = dump_dom(chosen, tmp_path / "profile")
     assert "encoder-decoder attention, layer 2, head 3: rows are queries" in dom
-    assert '<span id="translation">The cat sat</span>' in dom and "<span id=\"source\">sentence 1</span>" in dom
+    assert '<span id="translation">The cat sat</span>' in dom and '<span id="source">sentence 1</span>' in dom
     geometry = canvas_geometry(dom)
     assert (geometry["rows"], geometry["columns"]) == (len(TARGET), len(SOURCE))
     cells = heat_map_cells(screenshot(chosen, tmp_path / "chosen.png", tmp_path / "profile"), geometry)

@@ -23,7 +23,8 @@ def test_writes_one_png_per_kind_layer_and_head(tmp_path):
     paths = plot_attention(source, target, attention, str(tmp_path / "pngs"))
     assert len(paths) == 3 * 2 * 2
     assert sorted(path.name for path in (tmp_path / "pngs").iterdir()) == sorted(
-        f"{kind}_layer{layer}_head{head}.png" for kind in attention for layer in range(2) for head in range(2))
+        f"{kind}_layer{layer}_head{head}.png" for kind in attention for layer in range(2) for head in range(2)
+    )
     for path in paths:
         with open(path, "rb") as file:
             assert file.read(8) == PNG_SIGNATURE
@@ -32,7 +33,9 @@ def test_writes_one_png_per_kind_layer_and_head(tmp_path):
 def test_a_subset_and_a_shape_that_does_not_fit_the_tokens(tmp_path):
     attention = {"encoder_decoder": [random_weights(4, 2, 3, seed=0)]}
     paths = plot_attention(["a", "b", "c"], ["x", "y"], attention, str(tmp_path), heads=[1, 3])
-    assert [path.rsplit("/", 1)[1] for path in paths] == ["encoder_decoder_layer0_head1.png",
-                                                           "encoder_decoder_layer0_head3.png"]
+    assert [path.rsplit("/", 1)[1] for path in paths] == [
+        "encoder_decoder_layer0_head1.png",
+        "encoder_decoder_layer0_head3.png",
+    ]
     with pytest.raises(ValueError, match=r"encoder_decoder layer 0: .* \[heads, 3 query tokens, 3 key tokens\]"):
         plot_attention(["a", "b", "c"], ["x", "y", "z"], attention, str(tmp_path))

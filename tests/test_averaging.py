@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
+from test_checkpoints import small_model, write_checkpoints
 
 from t2t_lite import registry
-from t2t_lite.train import averaging, checkpoints
 from t2t_lite.cli import t2t_avg_all
-from test_checkpoints import small_model, write_checkpoints
+from t2t_lite.train import averaging, checkpoints
 
 
 def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
@@ -24,8 +24,9 @@ def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
     averaged = tf.train.load_checkpoint(prefix)
     readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
     for key in weight_keys(prefix):
-        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0), rtol=1e-6
+        )
     assert [os.path.basename(p) for p in averaging.last_checkpoints(model_dir, 2)] == ["ckpt-10", "ckpt-20"]
 
     only_initial = str(tmp_path / "fresh")
@@ -35,7 +36,9 @@ def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
 
 def restored_weights(path):
     model = small_model()
-    tf.train.Checkpoint(model=checkpoints.trackable_model(model)).restore(path).expect_partial().assert_existing_objects_matched()
+    tf.train.Checkpoint(model=checkpoints.trackable_model(model)).restore(
+        path
+    ).expect_partial().assert_existing_objects_matched()
     return model.get_weights()
 
 
@@ -144,7 +147,9 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
 
 def test_averaged_transformer_loads_with_load_model(tmp_path):
     """The decoder's and exporter's entry point restores an averaged Transformer checkpoint."""
-    hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")
+    hparams = registry.hparams("transformer_tiny").override(
+        "hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1"
+    )
     model_dir = str(tmp_path / "train")
     weights = []
     for step, seed in ((1, 1), (2, 2)):
@@ -169,17 +174,27 @@ def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_other
     write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)
     data = os.path.join(model_dir, "ckpt-3.data-00000-of-00001")
     os.truncate(data, os.path.getsize(data) // 2)
-    with pytest.raises(t2t_avg_all.flags.UsageError, match=rf"{data} cannot be read .*--checkpoint_path="
-                                                        rf"{os.path.join(model_dir, 'ckpt-2')} \(the newest"):
+    with pytest.raises(
+        t2t_avg_all.flags.UsageError,
+        match=rf"{data} cannot be read .*--checkpoint_path="
+        rf"{os.path.join(model_dir, 'ckpt-2')} \(the newest",
+    ):
         run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2"])
     assert not os.path.exists(os.path.join(output_dir, "checkpoint"))  # nothing averaged
-    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2",
-                 f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}"])
+    run_avg_all(
+        [
+            f"--model_dir={model_dir}",
+            f"--output_dir={output_dir}",
+            "--n=2",
+            f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}",
+        ]
+    )
     averaged = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
     readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2)]
     for key in weight_keys(os.path.join(model_dir, "ckpt-2")):
-        np.testing.assert_allclose(averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0),
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0), rtol=1e-6
+        )
 
 
 def test_avg_all_paths_are_checked_before_any_work(tmp_path):

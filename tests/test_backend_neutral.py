@@ -5,8 +5,17 @@ import pathlib
 
 import t2t_lite
 
-MODEL_MODULES = ["attention", "dropout", "feed_forward", "embedding", "positional", "sublayer", "encoder", "decoder",
-                 "models"]
+MODEL_MODULES = [
+    "attention",
+    "dropout",
+    "feed_forward",
+    "embedding",
+    "positional",
+    "sublayer",
+    "encoder",
+    "decoder",
+    "models",
+]
 ALLOWED_TOP_LEVEL = {"keras", "t2t_lite", "math"}
 
 

@@ -60,7 +60,7 @@ def exhaustive(table, initial_id, limit, alpha):
 def hypothesis(ids, limit):
     """The tokens of one returned hypothesis: up to its first EOS, or its `limit` tokens."""
     tokens = list(ids[:limit])
-    return tokens[:tokens.index(EOS) + 1] if EOS in tokens else tokens
+    return tokens[: tokens.index(EOS) + 1] if EOS in tokens else tokens
 
 
 def random_table(seed, length=4, vocab=4):
@@ -72,9 +72,18 @@ def test_wide_beam_ranks_every_hypothesis_as_exhaustive_search(alpha):
     table, limits, initial_ids = random_table(seed=1), [4, 2], [0, 2]
     truth = [exhaustive(table, initial_ids[row], limits[row], alpha) for row in range(2)]
     beam_size = len(truth[0])  # 1 + 3 + 9 + 27·4 = 121 sequences: the beam holds them all
-    search = tf.function(lambda: beam_search.beam_search(
-        table_logits_fn(table), tf.constant(initial_ids), beam_size, tf.constant(limits), 4, alpha,
-        states=empty_prefix(2), stop_early=False))
+    search = tf.function(
+        lambda: beam_search.beam_search(
+            table_logits_fn(table),
+            tf.constant(initial_ids),
+            beam_size,
+            tf.constant(limits),
+            4,
+            alpha,
+            states=empty_prefix(2),
+            stop_early=False,
+        )
+    )
     ids, scores = (tensor.numpy() for tensor in search())
     for row in range(2):
         found = len(truth[row])
@@ -86,8 +95,9 @@ def test_wide_beam_ranks_every_hypothesis_as_exhaustive_search(alpha):
 @pytest.mark.parametrize("seed", [2, 3, 4])
 def test_early_stopping_keeps_the_exhaustive_best(seed):
     table = random_table(seed)
-    ids, scores = beam_search.beam_search(table_logits_fn(table), tf.constant([0]), 121, 4, 4, 0.6,
-                                       states=empty_prefix(1))
+    ids, scores = beam_search.beam_search(
+        table_logits_fn(table), tf.constant([0]), 121, 4, 4, 0.6, states=empty_prefix(1)
+    )
     best_score, best = exhaustive(table, 0, 4, 0.6)[0]
     assert hypothesis(ids.numpy()[0, 0], 4) == best
     assert scores.numpy()[0, 0] == pytest.approx(best_score, rel=1e-5)
@@ -104,8 +114,16 @@ def test_stop_early_ends_the_search_once_nothing_alive_can_win():
     probs[:, :, EOS] = 1 - 3e-4
     steps = {}
     for stop_early in (True, False):
-        ids, scores = beam_search.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 10, 4, 0.6,
-                                           states=empty_prefix(1), stop_early=stop_early)
+        ids, scores = beam_search.beam_search(
+            table_logits_fn(np.log(probs)),
+            tf.constant([0]),
+            2,
+            10,
+            4,
+            0.6,
+            states=empty_prefix(1),
+            stop_early=stop_early,
+        )
         steps[stop_early] = ids.shape[-1]
         assert hypothesis(ids.numpy()[0, 0], 10) == [EOS]
         assert scores.numpy()[0, 0] == pytest.approx(math.log(1 - 3e-4) / ((5 + 1) / 6) ** 0.6, abs=1e-6)
@@ -122,8 +140,9 @@ def test_alpha_flips_the_ranking_where_the_formula_says():
     short, long = math.log(0.6), math.log(0.39 * 0.98 * 0.98)
     crossing = math.log(long / short) / math.log(8 / 6)
     for alpha, winner in ((crossing - 0.01, [EOS]), (crossing + 0.01, [2, 2, EOS])):
-        ids, scores = beam_search.beam_search(table_logits_fn(np.log(probs)), tf.constant([0]), 2, 3, 3, alpha,
-                                           states=empty_prefix(1))
+        ids, scores = beam_search.beam_search(
+            table_logits_fn(np.log(probs)), tf.constant([0]), 2, 3, 3, alpha, states=empty_prefix(1)
+        )
         assert hypothesis(ids.numpy()[0, 0], 3) == winner
         log_prob, length = (short, 1) if winner == [EOS] else (long, 3)
         assert scores.numpy()[0, 0] == pytest.approx(log_prob / ((5 + length) / 6) ** alpha, rel=1e-4)
@@ -134,12 +153,21 @@ def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monke
     table, limits = random_table(seed=8, length=5, vocab=1000), tf.constant([5, 3])
 
     def search():
-        return [tensor.numpy() for tensor in beam_search.beam_search(
-            table_logits_fn(table), tf.constant([0, 7]), 4, limits, 1000, 0.6, states=empty_prefix(2))]
+        return [
+            tensor.numpy()
+            for tensor in beam_search.beam_search(
+                table_logits_fn(table), tf.constant([0, 7]), 4, limits, 1000, 0.6, states=empty_prefix(2)
+            )
+        ]
 
     chunked_ids, chunked_scores = search()
-    monkeypatch.setattr(beam_search, "offset_top_k", lambda scores, offsets, k: tf.math.top_k(
-        tf.reshape(scores + offsets[:, :, None], [tf.shape(scores)[0], -1]), k=k))
+    monkeypatch.setattr(
+        beam_search,
+        "offset_top_k",
+        lambda scores, offsets, k: tf.math.top_k(
+            tf.reshape(scores + offsets[:, :, None], [tf.shape(scores)[0], -1]), k=k
+        ),
+    )
     plain_ids, plain_scores = search()
     np.testing.assert_array_equal(chunked_ids, plain_ids)
     np.testing.assert_array_equal(chunked_scores, plain_scores)
@@ -147,8 +175,9 @@ def test_beam_search_over_a_large_vocabulary_equals_the_plain_top_k_search(monke
 
 def test_greedy_search_follows_the_argmax():
     table = random_table(seed=5, length=5, vocab=6)
-    ids, scores = beam_search.greedy_search(table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]),
-                                         0.6, states=empty_prefix(3))
+    ids, scores = beam_search.greedy_search(
+        table_logits_fn(table), tf.constant([0, 3, 4]), tf.constant([5, 5, 2]), 0.6, states=empty_prefix(3)
+    )
     log_probs = log_softmax(table)
     for row, (previous, limit) in enumerate(zip([0, 3, 4], [5, 5, 2])):
         expected, total = [], 0.0
@@ -157,8 +186,8 @@ def test_greedy_search_follows_the_argmax():
             total += log_probs[len(expected), previous, token]
             expected.append(token)
             previous = token
-        assert list(ids.numpy()[row, 0, :len(expected)]) == expected
-        assert not ids.numpy()[row, 0, len(expected):].any()
+        assert list(ids.numpy()[row, 0, : len(expected)]) == expected
+        assert not ids.numpy()[row, 0, len(expected) :].any()
         assert scores.numpy()[row, 0] == pytest.approx(total / ((5 + len(expected)) / 6) ** 0.6, rel=1e-5)
 
 
@@ -174,8 +203,14 @@ def model():
     by EOS and some at the length limit, so the tests cover both ways to finish.
     """
     tf.keras.utils.set_random_seed(7)
-    hparams = HParams(hidden_size=16, filter_size=32, num_heads=2, num_hidden_layers=2, max_length=32,
-                      layer_prepostprocess_dropout=0.0)
+    hparams = HParams(
+        hidden_size=16,
+        filter_size=32,
+        num_heads=2,
+        num_hidden_layers=2,
+        max_length=32,
+        layer_prepostprocess_dropout=0.0,
+    )
     model = Transformer(hparams, vocab_size=VOCAB)
     hidden, _ = model.decoder_hidden({"inputs": sentences([4, 15, 12], seed=3), "targets": sentences([8] * 3, seed=5)})
     direction = tf.reduce_mean(hidden, axis=[0, 1]).numpy()
@@ -200,7 +235,7 @@ def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
     for row, length in enumerate([6, 4, 9]):
         emitted = hypothesis(ids[row], length + 3)
         assert emitted[-1] == EOS or len(emitted) == length + 3  # ended by EOS or by its own limit
-        np.testing.assert_array_equal(logits[row, :len(emitted)].argmax(-1), emitted)
+        np.testing.assert_array_equal(logits[row, : len(emitted)].argmax(-1), emitted)
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
@@ -221,15 +256,16 @@ def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, 
     ids, scores = beam_search.decode_batch(model, inputs, **settings)
     xla_ids, xla_scores = beam_search.decode_batch(model, inputs, xla=True, **settings)
     # The same 0-padded ids; the XLA ids stop at the last non-zero column, not at the last step run.
-    assert xla_ids.shape[-1] <= ids.shape[-1] and not ids[..., xla_ids.shape[-1]:].any()
-    np.testing.assert_array_equal(xla_ids, ids[..., :xla_ids.shape[-1]])
+    assert xla_ids.shape[-1] <= ids.shape[-1] and not ids[..., xla_ids.shape[-1] :].any()
+    np.testing.assert_array_equal(xla_ids, ids[..., : xla_ids.shape[-1]])
     np.testing.assert_allclose(xla_scores, scores, rtol=1e-4)
 
 
 def test_static_shapes_need_a_static_input_length(model):
-    decode = tf.function(lambda batch: beam_search.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1,
-                                                       static_shapes=True),
-                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    decode = tf.function(
+        lambda batch: beam_search.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1, static_shapes=True),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
+    )
     with pytest.raises(ValueError, match="static length"):
         decode(tf.constant(sentences([3])))
 
@@ -254,7 +290,8 @@ def test_an_empty_input_decodes(model, inputs):
         # and one step for a row of padding only (batch padding, which must not keep the search going)
         assert np.count_nonzero(row) <= (np.count_nonzero(source) + 2 if np.any(source) else 1)
     if len(inputs) == 2:  # the all-padding row does not disturb its neighbour
-        alone_ids, alone_scores = beam_search.decode_batch(model, np.array(inputs[1:], np.int32), beam_size=4,
-                                                        alpha=0.6, extra_length=2)
-        np.testing.assert_array_equal(ids[1, :alone_ids.shape[1]], alone_ids[0])
+        alone_ids, alone_scores = beam_search.decode_batch(
+            model, np.array(inputs[1:], np.int32), beam_size=4, alpha=0.6, extra_length=2
+        )
+        np.testing.assert_array_equal(ids[1, : alone_ids.shape[1]], alone_ids[0])
         np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)

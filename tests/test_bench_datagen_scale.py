@@ -10,10 +10,12 @@ spec = importlib.util.spec_from_file_location("datagen_scale", os.path.join(BENC
 datagen_scale = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(datagen_scale)
 
-REAL = [("the cat sat on the mat .", "die Katze saß auf der Matte ."),
-        ("we also say that", "wir sagen auch , dass"),
-        ("Yes", "Ja"),
-        ("a b c d", "w x y z")]
+REAL = [
+    ("the cat sat on the mat .", "die Katze saß auf der Matte ."),
+    ("we also say that", "wir sagen auch , dass"),
+    ("Yes", "Ja"),
+    ("a b c d", "w x y z"),
+]
 
 
 def test_a_spliced_pair_joins_the_first_half_of_one_pair_to_the_second_half_of_another():

@@ -25,8 +25,12 @@ def generated_data(tmp_path):
 
 
 def bench(data, *flags):
-    result = subprocess.run([sys.executable, SCRIPT, "--hparams_set=transformer_tiny", f"--data_dir={data}", *flags],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, SCRIPT, "--hparams_set=transformer_tiny", f"--data_dir={data}", *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     counts = re.search(r"batches (\d+), examples (\d+), distinct batch shapes (\d+)", result.stdout)
     efficiency = re.search(r"padding efficiency \(both sides\): ([\d.]+)%", result.stdout)

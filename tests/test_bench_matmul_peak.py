@@ -14,9 +14,10 @@ matmul_peak = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(matmul_peak)
 
 
-@pytest.mark.parametrize("hparams_set, tokens, vocab", [("transformer_base", 512, 37000),
-                                                        ("transformer_tiny", 2048, 8000),
-                                                        ("transformer_big", 4096, 32000)])
+@pytest.mark.parametrize(
+    "hparams_set, tokens, vocab",
+    [("transformer_base", 512, 37000), ("transformer_tiny", 2048, 8000), ("transformer_big", 4096, 32000)],
+)
 def test_step_shapes_are_the_forward_and_backward_products_of_a_step(hparams_set, tokens, vocab):
     hparams = registry.hparams(hparams_set)
     shapes = matmul_peak.step_shapes(hparams, vocab, tokens)
@@ -41,12 +42,24 @@ def test_base_step_has_the_papers_products():
     shapes = matmul_peak.step_shapes(registry.hparams("transformer_base"), 37000, 512)
     counts = {name.split(",")[0].replace(" X·W", ""): count for name, *_, count in shapes}
     # 6 encoder layers × 1 attention + 6 decoder layers × 2, each with Q, K, V and O; 12 FFNs.
-    assert counts == {"query and key projections": 36, "value projection": 18, "output projection": 18,
-                      "FFN inner": 12, "FFN outer": 12, "vocabulary projection h·Eᵀ": 1, "vocabulary": 1}
+    assert counts == {
+        "query and key projections": 36,
+        "value projection": 18,
+        "output projection": 18,
+        "FFN inner": 12,
+        "FFN outer": 12,
+        "vocabulary projection h·Eᵀ": 1,
+        "vocabulary": 1,
+    }
 
 
-@pytest.mark.parametrize("argv, message", [(["--tokens=4096", "--xla"], "--xla, --tokens: only with --step_shapes"),
-                                           (["--step_shapes", "--tokens=0"], "--tokens=0: must be a positive number")])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--tokens=4096", "--xla"], "--xla, --tokens: only with --step_shapes"),
+        (["--step_shapes", "--tokens=0"], "--tokens=0: must be a positive number"),
+    ],
+)
 def test_misused_step_flags_are_named(argv, message, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["matmul_peak.py", *argv])
     with pytest.raises(SystemExit):

@@ -11,14 +11,28 @@ import pytest
 from t2t_lite.train import cpu_features
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "multi30k.sh")
-WORDS = {"a": "ein", "dog": "Hund", "cat": "Katze", "runs": "rennt", "sleeps": "schläft", "big": "großer",
-         "small": "kleiner", "here": "hier", "there": "dort"}
+WORDS = {
+    "a": "ein",
+    "dog": "Hund",
+    "cat": "Katze",
+    "runs": "rennt",
+    "sleeps": "schläft",
+    "big": "großer",
+    "small": "kleiner",
+    "here": "hier",
+    "there": "dort",
+}
 
 
 def write_corpus(directory, target="de"):
     """A tiny word-for-word corpus in Multi30k's file names; val repeats some of train."""
-    english = [f"a {size} {animal} {verb} {place}" for size in ("big", "small") for animal in ("dog", "cat")
-               for verb in ("runs", "sleeps") for place in ("here", "there")]
+    english = [
+        f"a {size} {animal} {verb} {place}"
+        for size in ("big", "small")
+        for animal in ("dog", "cat")
+        for verb in ("runs", "sleeps")
+        for place in ("here", "there")
+    ]
     german = [" ".join(WORDS[word] for word in sentence.split()) for sentence in english]
     directory.mkdir()
     for split, rows in (("train", range(len(english))), ("val", range(0, len(english), 4))):
@@ -28,15 +42,27 @@ def write_corpus(directory, target="de"):
 
 
 def run(corpus, work, **knobs):
-    environment = {**os.environ, "CORPUS": str(corpus), "WORK": str(work), "BIN": os.path.dirname(sys.executable),
-                   **knobs}
+    environment = {
+        **os.environ,
+        "CORPUS": str(corpus),
+        "WORK": str(work),
+        "BIN": os.path.dirname(sys.executable),
+        **knobs,
+    }
     return subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=600)
 
 
 def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     corpus = write_corpus(tmp_path / "corpus")
-    result = run(corpus, tmp_path / "run", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1",
-                 TRAIN_STEPS="6", SAVE_STEPS="2", AVG_N="2", DECODE_HPARAMS="beam_size=2,extra_length=2,batch_size=4")
+    result = run(
+        corpus,
+        tmp_path / "run",
+        HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1",
+        TRAIN_STEPS="6",
+        SAVE_STEPS="2",
+        AVG_N="2",
+        DECODE_HPARAMS="beam_size=2,extra_length=2,batch_size=4",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     phases = re.findall(r"^== (\w+): (\d+) s \(total (\d+) s\)$", result.stdout, re.MULTILINE)
     assert [name for name, _, _ in phases] == ["datagen", "training", "averaging", "decoding", "scoring"]
@@ -64,10 +90,20 @@ def test_vocabulary_size_and_bpe_dropout_train_through_a_registered_subclass(tmp
     """VOCAB_SIZE and BPE_DROPOUT: the vocabulary ablations in knobs (translate_files learns 8,000 pieces
     and segments deterministically)."""
     import sentencepiece
+
     corpus = write_corpus(tmp_path / "corpus")
-    result = run(corpus, tmp_path / "run", VOCAB_SIZE="400", BPE_DROPOUT="0.1", BPE_DROPOUT_COPIES="3",
-                 HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1", TRAIN_STEPS="2",
-                 SAVE_STEPS="2", AVG_N="1", DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
+    result = run(
+        corpus,
+        tmp_path / "run",
+        VOCAB_SIZE="400",
+        BPE_DROPOUT="0.1",
+        BPE_DROPOUT_COPIES="3",
+        HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1",
+        TRAIN_STEPS="2",
+        SAVE_STEPS="2",
+        AVG_N="1",
+        DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     name = "translate_files_vocab400_bpe_dropout"
     assert f"{name} (400-piece vocabulary, BPE-dropout p=0.1 on the training pairs, 3 copies)" in result.stdout
@@ -88,9 +124,16 @@ def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
     (CI: at step 1,000 of 1,042 it took 2 s of the 0.5 s reserve, and the clock stopped the run before
     its decay began). In an hour the reserve is 72 s."""
     corpus = write_corpus(tmp_path / "corpus")
-    result = run(corpus, tmp_path / "run", HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
-                 "learning_rate_decay_steps=20", TRAIN_STEPS="fit", TRAIN_MINUTES="0.4", AVG_N="1",
-                 LOCAL_EVAL_FREQUENCY="1000000", DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4")
+    result = run(
+        corpus,
+        tmp_path / "run",
+        HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,learning_rate_decay_steps=20",
+        TRAIN_STEPS="fit",
+        TRAIN_MINUTES="0.4",
+        AVG_N="1",
+        LOCAL_EVAL_FREQUENCY="1000000",
+        DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "0.4 min (steps fitted to the minutes)" in result.stdout
     began = re.search(r"The decay began at step ([\d,]+) and ends the run at step ([\d,]+) ", result.stdout)
@@ -104,23 +147,31 @@ def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
     assert re.findall(r"^Eval at step (\d+):", result.stdout, re.MULTILINE) == [str(last)]
 
 
-@pytest.mark.parametrize("knobs, message", [
-    ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
-    ({"BPE_DROPOUT": "10%"}, "BPE_DROPOUT=10%: give the probability of skipping a merge as 0.N above 0"),
-    ({"BPE_DROPOUT": "0.1x"}, "BPE_DROPOUT=0.1x: give the probability of skipping a merge as 0.N above 0"),
-    ({"BPE_DROPOUT": "0.0"}, "BPE_DROPOUT=0.0: give the probability of skipping a merge as 0.N above 0"),
-    ({"BPE_DROPOUT": "0.1", "BPE_DROPOUT_COPIES": "0"}, "BPE_DROPOUT_COPIES=0: give the number of segmented copies"),
-    ({"TRAIN_STEPS": "some"}, "TRAIN_STEPS=some: give a positive whole number, or fit"),
-    ({"LOCAL_EVAL_FREQUENCY": "0"}, "LOCAL_EVAL_FREQUENCY=0: give the updates between dev evaluations"),
-    ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),
-    ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_steps=9", "TRAIN_MINUTES": "0"},
-     "TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0"),
-    ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_step=9"}, "Unknown hparam 'learning_rate_decay_step'"),
-    ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
-    ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
-    ({"XLA": "maybe"}, "XLA=maybe: use auto, true or false"),
-    ({"HPARAMS": "xla_compile=true"}, "set XLA=true or XLA=false instead"),
-])
+@pytest.mark.parametrize(
+    "knobs, message",
+    [
+        ({"VOCAB_SIZE": "8k"}, "VOCAB_SIZE=8k: give the vocabulary's size as a positive whole number"),
+        ({"BPE_DROPOUT": "10%"}, "BPE_DROPOUT=10%: give the probability of skipping a merge as 0.N above 0"),
+        ({"BPE_DROPOUT": "0.1x"}, "BPE_DROPOUT=0.1x: give the probability of skipping a merge as 0.N above 0"),
+        ({"BPE_DROPOUT": "0.0"}, "BPE_DROPOUT=0.0: give the probability of skipping a merge as 0.N above 0"),
+        (
+            {"BPE_DROPOUT": "0.1", "BPE_DROPOUT_COPIES": "0"},
+            "BPE_DROPOUT_COPIES=0: give the number of segmented copies",
+        ),
+        ({"TRAIN_STEPS": "some"}, "TRAIN_STEPS=some: give a positive whole number, or fit"),
+        ({"LOCAL_EVAL_FREQUENCY": "0"}, "LOCAL_EVAL_FREQUENCY=0: give the updates between dev evaluations"),
+        ({"TRAIN_STEPS": "fit"}, "TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps"),
+        (
+            {"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_steps=9", "TRAIN_MINUTES": "0"},
+            "TRAIN_STEPS=fit fits the decay to TRAIN_MINUTES: set it above 0",
+        ),
+        ({"TRAIN_STEPS": "fit", "HPARAMS": "learning_rate_decay_step=9"}, "Unknown hparam 'learning_rate_decay_step'"),
+        ({"DTYPE": "int8"}, "DTYPE=int8: use auto, bfloat16 or float32"),
+        ({"HPARAMS": "activation_dtype=float32"}, "set DTYPE=bfloat16 or DTYPE=float32 instead"),
+        ({"XLA": "maybe"}, "XLA=maybe: use auto, true or false"),
+        ({"HPARAMS": "xla_compile=true"}, "set XLA=true or XLA=false instead"),
+    ],
+)
 def test_the_activation_dtype_and_xla_are_chosen_by_their_knobs_alone(tmp_path, knobs, message):
     corpus = write_corpus(tmp_path / "corpus")
     result = run(corpus, tmp_path / "run", **knobs)

@@ -18,13 +18,31 @@ import compare_peers  # noqa: E402
 PEERS_DIR = compare_peers.DEFAULT_PEERS_DIR
 
 
-@pytest.mark.skipif(not os.path.isfile(os.path.join(PEERS_DIR, "peer_common.py")),
-                    reason=f"the peers' harness (not part of this repository) is not at {PEERS_DIR}")
+@pytest.mark.skipif(
+    not os.path.isfile(os.path.join(PEERS_DIR, "peer_common.py")),
+    reason=f"the peers' harness (not part of this repository) is not at {PEERS_DIR}",
+)
 def test_savedmodel_runs_every_hypothesis_to_30_tokens_and_equals_decode_batch():
     completed = subprocess.run(
-        [sys.executable, os.path.join(BENCH, "peer_project.py"), "--peers_dir", PEERS_DIR, "--preset", "tiny",
-         "--savedmodel", "--decode", "beam", "--decode-repeats", "1", "--decode-warmup", "0"],
-        capture_output=True, text=True, env=compare_peers.child_environment("t2t_lite-savedmodel", 2))
+        [
+            sys.executable,
+            os.path.join(BENCH, "peer_project.py"),
+            "--peers_dir",
+            PEERS_DIR,
+            "--preset",
+            "tiny",
+            "--savedmodel",
+            "--decode",
+            "beam",
+            "--decode-repeats",
+            "1",
+            "--decode-warmup",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=compare_peers.child_environment("t2t_lite-savedmodel", 2),
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     row = json.loads([line for line in completed.stdout.splitlines() if line.startswith("{")][-1])
     beam = row["decode"]["beam"]

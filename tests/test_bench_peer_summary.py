@@ -35,11 +35,20 @@ def row(label, preset, tokens_per_s=None, step_s=None, beam=None, greedy=None, r
 
 
 def canned_rows(preset="base", ctranslate2=True):
-    memory = [{"label": f"t2t_lite-memory-{phase}", "preset": preset, "peak_rss_mb": rss,
-               "memory": {"phase": phase, "peak_rss_mb": rss, "micro_batch_tokens": 4096}}
-              for phase, rss in (("train", 5000.0), ("decode", 2000.0))]
-    engines = [row("ctranslate2", preset, beam=8.0, greedy=16.0),
-               row("ctranslate2-int8", preset, beam=10.0, greedy=20.0)] if ctranslate2 else []
+    memory = [
+        {
+            "label": f"t2t_lite-memory-{phase}",
+            "preset": preset,
+            "peak_rss_mb": rss,
+            "memory": {"phase": phase, "peak_rss_mb": rss, "micro_batch_tokens": 4096},
+        }
+        for phase, rss in (("train", 5000.0), ("decode", 2000.0))
+    ]
+    engines = (
+        [row("ctranslate2", preset, beam=8.0, greedy=16.0), row("ctranslate2-int8", preset, beam=10.0, greedy=20.0)]
+        if ctranslate2
+        else []
+    )
     return [
         {"label": "matmul_peak", "preset": None, "matmul_peak_flops_per_s": MATMUL_PEAK, "peak_rss_mb": 300.0},
         row("modelgarden", preset, 200.0, 2.56, beam=2.0, greedy=6.0),
@@ -57,10 +66,17 @@ def canned_rows(preset="base", ctranslate2=True):
 
 def bound_rows(preset):
     """Two rounds of the matmul-only bound: oneDNN's best is 80 GFLOP/s, XLA's 50."""
-    return [{"label": label, "preset": preset, "round": round_index, "peak_rss_mb": 900.0,
-             "matmul_bound": {"matmul_only_flops_per_s": flops}}
-            for label, values in (("matmul_bound", (70e9, 80e9)), ("matmul_bound-xla", (50e9, 40e9)))
-            for round_index, flops in enumerate(values, 1)]
+    return [
+        {
+            "label": label,
+            "preset": preset,
+            "round": round_index,
+            "peak_rss_mb": 900.0,
+            "matmul_bound": {"matmul_only_flops_per_s": flops},
+        }
+        for label, values in (("matmul_bound", (70e9, 80e9)), ("matmul_bound-xla", (50e9, 40e9)))
+        for round_index, flops in enumerate(values, 1)
+    ]
 
 
 def test_summary_figures_ratios_and_targets():
@@ -75,15 +91,22 @@ def test_summary_figures_ratios_and_targets():
     assert summary["peers"]["modelgarden"]["train_ratio_to_ours"] == pytest.approx(200 / 160)
     assert summary["peers"]["kerashub-xla"]["decode_ratio_to_ours"] == pytest.approx(3.5 / 5)
     # The bound is the best kernel's best round; each row's FLOP/s are a fraction of it (bf16 aside).
-    assert summary["matmul_bound"] == {"onednn_flops_per_s": 80e9, "xla_flops_per_s": 50e9, "flops_per_s": 80e9,
-                                       "fraction_of_matmul_peak": pytest.approx(0.8)}
+    assert summary["matmul_bound"] == {
+        "onednn_flops_per_s": 80e9,
+        "xla_flops_per_s": 50e9,
+        "flops_per_s": 80e9,
+        "fraction_of_matmul_peak": pytest.approx(0.8),
+    }
     assert summary["fraction_of_matmul_bound"] == pytest.approx(40e9 / 3.2 / 80e9)
     assert summary["xla"]["fraction_of_matmul_bound"] == pytest.approx(0.25)
     assert summary["peers"]["kerashub-xla"]["fraction_of_matmul_bound"] == pytest.approx(40e9 / 2.048 / 80e9)
     assert summary["bf16"]["fraction_of_matmul_bound"] is None
     assert not {"matmul_bound", "matmul_bound-xla"} & set(summary["peers"])
-    assert summary["memory"] == {"train_peak_rss_mb": 5000.0, "train_micro_batch_tokens": 4096,
-                                 "decode_beam4_peak_rss_mb": 2000.0}
+    assert summary["memory"] == {
+        "train_peak_rss_mb": 5000.0,
+        "train_micro_batch_tokens": 4096,
+        "decode_beam4_peak_rss_mb": 2000.0,
+    }
     targets = summary["targets"]
     # Best of ours (XLA, 240 tok/s) against the fastest peer (kerashub-xla, 250 tok/s); the
     # decode-only rows have no training figure and do not count.
@@ -104,18 +127,29 @@ def test_summary_figures_ratios_and_targets():
     assert "| t2t_lite-bf16 | 400.0 (2.50×) | 31.2 | 7.8 | n/a |" in table and "not counted in the float32" in table
     assert "| t2t_lite-xla | 240.0 (1.50×) | 20.0 | 20.0 | 25.0 |" in table
     assert "bound of this step (its products alone, each at its best rate): 80.0 GFLOP/s = 80.0 % of the peak" in table
-    assert targets["beam_vs_modelgarden"]["each"] == pytest.approx({
-        "t2t_lite / modelgarden": 2.5, "t2t_lite / modelgarden-xla": 1.25,
-        "t2t_lite-xla / modelgarden": 2.2, "t2t_lite-xla / modelgarden-xla": 1.1})
+    assert targets["beam_vs_modelgarden"]["each"] == pytest.approx(
+        {
+            "t2t_lite / modelgarden": 2.5,
+            "t2t_lite / modelgarden-xla": 1.25,
+            "t2t_lite-xla / modelgarden": 2.2,
+            "t2t_lite-xla / modelgarden-xla": 1.1,
+        }
+    )
 
 
 def test_every_decoder_against_ctranslate2_float32_and_int8():
     summary = peer_summary.preset_summary("base", canned_rows(), MATMUL_PEAK, bf16_peak=4 * MATMUL_PEAK)
     versus = summary["versus_ctranslate2"]
-    assert versus["t2t_lite-xla"] == pytest.approx({
-        "beam_sentences_per_s": 4.4, "greedy_sentences_per_s": 11.0,
-        "beam_vs_ctranslate2": 4.4 / 8, "greedy_vs_ctranslate2": 11 / 16,
-        "beam_vs_ctranslate2_int8": 4.4 / 10, "greedy_vs_ctranslate2_int8": 11 / 20})
+    assert versus["t2t_lite-xla"] == pytest.approx(
+        {
+            "beam_sentences_per_s": 4.4,
+            "greedy_sentences_per_s": 11.0,
+            "beam_vs_ctranslate2": 4.4 / 8,
+            "greedy_vs_ctranslate2": 11 / 16,
+            "beam_vs_ctranslate2_int8": 4.4 / 10,
+            "greedy_vs_ctranslate2_int8": 11 / 20,
+        }
+    )
     assert versus["t2t_lite-savedmodel"]["beam_vs_ctranslate2"] == pytest.approx(0.5)
     assert versus["modelgarden"]["beam_vs_ctranslate2_int8"] == pytest.approx(0.2)
     assert versus["ctranslate2-int8"]["beam_vs_ctranslate2"] == pytest.approx(10 / 8)
@@ -138,8 +172,10 @@ def test_every_decoder_against_ctranslate2_float32_and_int8():
 
 
 def test_the_int8_rows_count_against_ctranslate2_int8_but_not_as_the_float32_savedmodel():
-    rows = canned_rows() + [row("t2t_lite-xla-int8", "base", beam=12.0, greedy=24.0),
-                            dict(row("t2t_lite-savedmodel-int8", "base", beam=11.0, greedy=22.0), savedmodel_xla=True)]
+    rows = canned_rows() + [
+        row("t2t_lite-xla-int8", "base", beam=12.0, greedy=24.0),
+        dict(row("t2t_lite-savedmodel-int8", "base", beam=11.0, greedy=22.0), savedmodel_xla=True),
+    ]
     summary = peer_summary.preset_summary("base", rows, MATMUL_PEAK, bf16_peak=4 * MATMUL_PEAK)
     assert summary["xla_int8"]["decode_sentences_per_s"] == 12.0 and "t2t_lite-xla-int8" not in summary["peers"]
     assert summary["versus_ctranslate2"]["t2t_lite-savedmodel-int8"]["beam_vs_ctranslate2_int8"] == pytest.approx(1.1)
@@ -169,8 +205,10 @@ def test_a_failed_ctranslate2_row_is_marked_and_counts_for_nothing():
 
 def test_the_highest_peak_of_each_dtype_counts_and_failed_probes_do_not():
     rows = [{"label": peer_summary.PEAK, "matmul_peak_flops_per_s": value} for value in (3e11, 2.5e11)]
-    rows += [{"label": peer_summary.PEAK_BF16, "matmul_peak_flops_per_s": 1e12},
-             {"label": peer_summary.PEAK_BF16, "error": "exit code 1"}]
+    rows += [
+        {"label": peer_summary.PEAK_BF16, "matmul_peak_flops_per_s": 1e12},
+        {"label": peer_summary.PEAK_BF16, "error": "exit code 1"},
+    ]
     assert peer_summary.best_peaks(rows) == {peer_summary.PEAK: 3e11, peer_summary.PEAK_BF16: 1e12}
     assert peer_summary.best_peaks([]) == {peer_summary.PEAK: None, peer_summary.PEAK_BF16: None}
 

@@ -26,7 +26,10 @@ def screen():
 
 def test_configs_name_their_overrides_and_may_set_their_own_update_count(screen):
     assert screen.split_config("d192:hidden_size=192,filter_size=768@4750", 7500) == (
-        "d192", "hidden_size=192,filter_size=768", 4750)
+        "d192",
+        "hidden_size=192,filter_size=768",
+        4750,
+    )
     assert screen.split_config("base:", 7500) == ("base", "", 7500)
 
 
@@ -55,14 +58,15 @@ def test_a_batch_holds_one_buckets_pairs_as_the_trainer_groups_them_padded_to_a_
         assert len(buckets) == 1
         assert len(real) == hparams.batch_size // lengths[buckets.pop()]
         # The rows beyond are padding alone, so they carry no loss (padded_cross_entropy weighs id 0 by 0).
-        assert not inputs[len(real):].any() and not targets[len(real):].any()
+        assert not inputs[len(real) :].any() and not targets[len(real) :].any()
     assert len(shapes) <= len(screen.SCREEN_LENGTHS)
 
 
 def test_the_learning_rate_is_eq3_with_the_linear_decay(screen):
     jnp = pytest.importorskip("jax.numpy")  # CI has no JAX: the formula is checked where JAX is installed
     hparams = registry.hparams("transformer_multi30k_hour").replace(
-        hidden_size=256, learning_rate=1.0, learning_rate_warmup_steps=1000, learning_rate_decay_steps=100)
+        hidden_size=256, learning_rate=1.0, learning_rate_warmup_steps=1000, learning_rate_decay_steps=100
+    )
     rate = screen.eq3_with_decay(hparams, 2000)
     peak = 256**-0.5 * 1000**-0.5
     assert float(rate(jnp.asarray(999))) == pytest.approx(peak, rel=1e-6)  # step 1,000: the peak

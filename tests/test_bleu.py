@@ -47,8 +47,17 @@ def test_sacrebleu_and_chrf_agree_with_the_sacrebleu_command_line(tmp_path):
 
 def test_the_tool_prints_every_figure(tmp_path):
     translation, reference = write(tmp_path / "hyp", TRANSLATION), write(tmp_path / "ref", REFERENCE)
-    output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-bleu"), f"--translation={translation}",
-                             f"--reference={reference}"], capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-bleu"),
+            f"--translation={translation}",
+            f"--reference={reference}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     report = bleu.evaluate_files(translation, reference)
     assert f"sacreBLEU = {report.sacrebleu:.2f}" in output and report.sacrebleu_signature in output
     assert f"chrF2 = {report.chrf:.2f}" in output and "not comparable with sacreBLEU" in output
@@ -60,20 +69,32 @@ def test_mismatched_line_counts_name_both_files_and_counts(tmp_path):
         bleu.evaluate_files(translation, reference)
 
 
-@pytest.mark.parametrize("text, tokens", [
-    ("1,000.5 Euro", ["1,000.5", "Euro"]),  # punctuation between digits stays
-    ("Hallo, Welt!", ["Hallo", ",", "Welt", "!"]),
-    ("in 2017.", ["in", "2017."]),  # mteval's quirk, kept by tensor2tensor
-    ("5 € + 3$", ["5", "€", "+", "3", "$"]),  # symbols always split
-    ("„Ja“ – nein", ["„", "Ja", "“", "–", "nein"]),
-])
+@pytest.mark.parametrize(
+    "text, tokens",
+    [
+        ("1,000.5 Euro", ["1,000.5", "Euro"]),  # punctuation between digits stays
+        ("Hallo, Welt!", ["Hallo", ",", "Welt", "!"]),
+        ("in 2017.", ["in", "2017."]),  # mteval's quirk, kept by tensor2tensor
+        ("5 € + 3$", ["5", "€", "+", "3", "$"]),  # symbols always split
+        ("„Ja“ – nein", ["„", "Ja", "“", "–", "nein"]),
+    ],
+)
 def test_bleu_tokenize_is_mteval_international_tokenization(text, tokens):
     assert bleu.bleu_tokenize(text) == tokens
 
 
 def test_compounds_are_split_as_get_ende_bleu_does():
     assert bleu.paper_tokenize("Euro-Zone, 1-2 - ok") == [
-        "Euro", "##AT##-##AT##", "Zone", ",", "1", "##AT##-##AT##", "2", "-", "ok"]
+        "Euro",
+        "##AT##-##AT##",
+        "Zone",
+        ",",
+        "1",
+        "##AT##-##AT##",
+        "2",
+        "-",
+        "ok",
+    ]
 
 
 def test_paper_bleu_against_hand_counts():
@@ -88,13 +109,17 @@ def test_paper_bleu_against_hand_counts():
 
 # -- t2t-bleu --translations_dir: a table, TensorBoard scalars and a plot by checkpoint step ----------
 
+
 def translations_dir(tmp_path):
     """Files as t2t-translate-all names them, three steps and one average, with files it must leave alone."""
     directory = tmp_path / "translations"
     directory.mkdir()
-    by_name = {"val.en-100": ["Das ist"] * 4, "val.en-2000": TRANSLATION[:2] + ["Er sagte", "Das ist"],
-               "val.en-300": TRANSLATION[:1] + ["Ein Beispiel.", "Er sagte: nein.", "Das ist alles"],
-               "val.en-avg2-2000": TRANSLATION}
+    by_name = {
+        "val.en-100": ["Das ist"] * 4,
+        "val.en-2000": TRANSLATION[:2] + ["Er sagte", "Das ist"],
+        "val.en-300": TRANSLATION[:1] + ["Ein Beispiel.", "Er sagte: nein.", "Das ist alles"],
+        "val.en-avg2-2000": TRANSLATION,
+    }
     for name, lines in by_name.items():
         write(directory / name, lines)
     write(directory / "val.en-400.tmp", ["half a file"])  # a translation still being written
@@ -109,12 +134,24 @@ def test_table_by_step_agrees_with_sacrebleu_and_events_and_plot_hold_the_same(t
     directory, by_name = translations_dir(tmp_path)
     reference = write(tmp_path / "ref.de", REFERENCE)
     events, plot = tmp_path / "events", tmp_path / "curve.png"
-    output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-bleu"), f"--translations_dir={directory}",
-                             f"--reference={reference}", f"--event_dir={events}", f"--plot_file={plot}"],
-                            capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-bleu"),
+            f"--translations_dir={directory}",
+            f"--reference={reference}",
+            f"--event_dir={events}",
+            f"--plot_file={plot}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = [line.split() for line in output.splitlines()[1:5]]
-    expected = {name: (sacrebleu.corpus_bleu(lines, [REFERENCE]).score, sacrebleu.corpus_chrf(lines, [REFERENCE]).score)
-                for name, lines in by_name.items()}
+    expected = {
+        name: (sacrebleu.corpus_bleu(lines, [REFERENCE]).score, sacrebleu.corpus_chrf(lines, [REFERENCE]).score)
+        for name, lines in by_name.items()
+    }
     assert [row[:-2] for row in rows] == [["100"], ["300"], ["2000"], ["avg2", "@", "2000"]]  # by step, averages last
     for row, (bleu_score, chrf_score) in zip(rows, expected.values()):
         assert float(row[-2]) == pytest.approx(bleu_score, abs=0.006)
@@ -128,7 +165,9 @@ def test_table_by_step_agrees_with_sacrebleu_and_events_and_plot_hold_the_same(t
             for value in event.summary.value:
                 scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
     assert set(scalars) == {(tag, step) for tag in ("sacreBLEU", "chrF2") for step in (100, 300, 2000)} | {
-        ("sacreBLEU_avg2", 2000), ("chrF2_avg2", 2000)}
+        ("sacreBLEU_avg2", 2000),
+        ("chrF2_avg2", 2000),
+    }
     assert scalars[("sacreBLEU", 300)] == pytest.approx(expected["val.en-300"][0], rel=1e-6)
     assert scalars[("chrF2_avg2", 2000)] == pytest.approx(expected["val.en-avg2-2000"][1], rel=1e-6)
 
@@ -139,6 +178,7 @@ def test_table_by_step_agrees_with_sacrebleu_and_events_and_plot_hold_the_same(t
 
 def test_without_matplotlib_only_the_plot_is_left_out(tmp_path, monkeypatch, capsys):
     from absl import flags as absl_flags
+
     from t2t_lite.cli import t2t_bleu as bleu_cli
 
     directory, _ = translations_dir(tmp_path)
@@ -164,15 +204,25 @@ def test_translations_dir_mistakes_name_the_flag_or_file(tmp_path):
     write(other / "test.en-100", TRANSLATION)
     tool = [sys.executable, os.path.join(REPO, "bin", "t2t-bleu")]
     cases = [
-        ([f"--translations_dir={directory}", f"--translation={directory / 'val.en-100'}", f"--reference={reference}"],
-         "Give either --translation .* or --translations_dir"),
-        ([f"--translation={directory / 'val.en-100'}", f"--reference={reference}", f"--event_dir={tmp_path}"],
-         "--event_dir and --plot_file score a --translations_dir"),
+        (
+            [
+                f"--translations_dir={directory}",
+                f"--translation={directory / 'val.en-100'}",
+                f"--reference={reference}",
+            ],
+            "Give either --translation .* or --translations_dir",
+        ),
+        (
+            [f"--translation={directory / 'val.en-100'}", f"--reference={reference}", f"--event_dir={tmp_path}"],
+            "--event_dir and --plot_file score a --translations_dir",
+        ),
         ([f"--translations_dir={other}", f"--reference={reference}"], "several sources \\(test.en, val.en\\)"),
         ([f"--translations_dir={tmp_path / 'none'}", f"--reference={reference}"], "--translations_dir=.*none: no such"),
         ([f"--translations_dir={directory / 'avg2'}", f"--reference={reference}"], "no translation files named"),
-        ([f"--translations_dir={directory}", f"--reference={tmp_path / 'short.de'}"],
-         "val.en-100 has 4 lines but --reference=.*short.de has 3"),
+        (
+            [f"--translations_dir={directory}", f"--reference={tmp_path / 'short.de'}"],
+            "val.en-100 has 4 lines but --reference=.*short.de has 3",
+        ),
     ]
     for argv, message in cases:
         result = subprocess.run(tool + argv, capture_output=True, text=True)

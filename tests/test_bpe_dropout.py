@@ -19,12 +19,11 @@ import sys
 import pytest
 import sentencepiece
 import tensorflow as tf
+from test_problem import read_records, sentence_pairs, write_corpus
 
 from t2t_lite.data import bpe_dropout, datagen
-from t2t_lite.problems.translate_files import TranslateFiles
 from t2t_lite.data.vocabulary import EOS_ID, Vocabulary, normalize_text
-
-from test_problem import read_records, sentence_pairs, write_corpus
+from t2t_lite.problems.translate_files import TranslateFiles
 
 COPIES = 4
 
@@ -59,7 +58,8 @@ def split_records(data_dir, split, base_name=None):
 
 def processor(data_dir):
     return sentencepiece.SentencePieceProcessor(
-        model_file=os.path.join(data_dir, TinyFilesBpeDropout().vocab_filename()))
+        model_file=os.path.join(data_dir, TinyFilesBpeDropout().vocab_filename())
+    )
 
 
 def text(pieces, ids):
@@ -109,7 +109,7 @@ def test_every_merge_skipped_leaves_characters(generated):
     vocabulary = Vocabulary(os.path.join(data_dir, TinyFilesBpeDropout().vocab_filename()))
     pieces = processor(data_dir)
     sentence = normalize_text(pairs[0][0])
-    (inputs, _), = bpe_dropout.sampled_pairs([(sentence, sentence)], vocabulary, 0.999999, 1, collections.Counter())
+    ((inputs, _),) = bpe_dropout.sampled_pairs([(sentence, sentence)], vocabulary, 0.999999, 1, collections.Counter())
     characters = [pieces.id_to_piece(i) for i in inputs[:-1]]
     assert "".join(characters).replace("▁", " ").strip() == sentence
     assert all(len(piece.lstrip("▁")) <= 1 for piece in characters)
@@ -126,7 +126,10 @@ def test_another_process_writes_the_same_files(generated, tmp_path):
     """sentencepiece's own sampler, seeded alike, segmented otherwise in every process; ours does not."""
     _, data_dir, _ = generated
     tests = os.path.dirname(os.path.abspath(__file__))
-    script = f"import sys; sys.path.insert(0, {tests!r}); import test_bpe_dropout; test_bpe_dropout.generate({str(tmp_path)!r})"
+    script = (
+        f"import sys; sys.path.insert(0, {tests!r}); import test_bpe_dropout; "
+        f"test_bpe_dropout.generate({str(tmp_path)!r})"
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert split_records(os.path.join(tmp_path, "data"), "train") == split_records(data_dir, "train")
@@ -149,8 +152,9 @@ def sentencepiece_model(**options):
     sentences = [normalize_text(side) for pair in sentence_pairs() for side in pair]
     model = io.BytesIO()
     settings = dict(model_type="bpe", vocab_size=400, hard_vocab_limit=False, normalization_rule_name="identity")
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, minloglevel=2,
-                                             **{**settings, **options})
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, minloglevel=2, **{**settings, **options}
+    )
     return sentences, model.getvalue()
 
 
@@ -171,12 +175,16 @@ def test_merges_are_skipped_as_often_as_by_sentencepieces_sampler(dropout):
     """The mean pieces per sentence over 20 samples of each of 200 sentences: the means of five
     seeds spread by about 0.03 pieces (13.2 without dropout, 16.3 at p = 0.1, 25.3 at p = 0.5)."""
     sentences, model = sentencepiece_model(byte_fallback=True)
-    reference, segmenter, draws = sentencepiece.SentencePieceProcessor(model_proto=model), bpe_dropout.Segmenter(model), \
-        random.Random(5)
+    reference, segmenter, draws = (
+        sentencepiece.SentencePieceProcessor(model_proto=model),
+        bpe_dropout.Segmenter(model),
+        random.Random(5),
+    )
     ours = statistics.mean(len(segmenter.encode(s, dropout, draws)) for s in sentences * 20)
     sentencepiece.set_random_generator_seed(5)
-    theirs = statistics.mean(map(len, reference.encode(sentences * 20, enable_sampling=True, alpha=dropout,
-                                                       nbest_size=-1)))
+    theirs = statistics.mean(
+        map(len, reference.encode(sentences * 20, enable_sampling=True, alpha=dropout, nbest_size=-1))
+    )
     deterministic = statistics.mean(map(len, reference.encode(sentences)))
     assert abs(ours - theirs) < 0.2
     assert ours > deterministic + 2
@@ -184,8 +192,11 @@ def test_merges_are_skipped_as_often_as_by_sentencepieces_sampler(dropout):
 
 def test_a_vocabulary_not_made_by_datagen_is_refused_by_name():
     _, model = sentencepiece_model(model_type="unigram", vocab_size=60)
-    with pytest.raises(ValueError, match=r"^BPE-dropout samples .*; their.model is not one \(model_type 1, "
-                                         r".*Let t2t-datagen train the vocabulary"):
+    with pytest.raises(
+        ValueError,
+        match=r"^BPE-dropout samples .*; their.model is not one \(model_type 1, "
+        r".*Let t2t-datagen train the vocabulary",
+    ):
         bpe_dropout.Segmenter(model, "their.model")
 
 
@@ -216,13 +227,16 @@ def tuple_pair(record):
     return tuple(inputs), tuple(targets)
 
 
-@pytest.mark.parametrize("dropout, copies, message", [
-    (1.0, 4, "bpe_dropout=1.0 is a probability of skipping a merge; set it in [0, 1)"),
-    (-0.1, 4, "bpe_dropout=-0.1 is a probability"),
-    ("0.1", 4, "bpe_dropout=0.1 is a probability"),  # a string, not a number
-    (0.1, 0, "bpe_dropout_copies=0: write at least 1 sampled copy"),
-    (0.1, True, "bpe_dropout_copies=True: write at least 1 sampled copy"),
-])
+@pytest.mark.parametrize(
+    "dropout, copies, message",
+    [
+        (1.0, 4, "bpe_dropout=1.0 is a probability of skipping a merge; set it in [0, 1)"),
+        (-0.1, 4, "bpe_dropout=-0.1 is a probability"),
+        ("0.1", 4, "bpe_dropout=0.1 is a probability"),  # a string, not a number
+        (0.1, 0, "bpe_dropout_copies=0: write at least 1 sampled copy"),
+        (0.1, True, "bpe_dropout_copies=True: write at least 1 sampled copy"),
+    ],
+)
 def test_bad_settings_name_the_problem_and_the_property(tmp_path, dropout, copies, message):
     class BadBpeDropout(TinyFilesBpeDropout):
         bpe_dropout = dropout
@@ -237,19 +251,36 @@ def test_bad_settings_name_the_problem_and_the_property(tmp_path, dropout, copie
 SEED = f"(sampling seed {bpe_dropout.SAMPLING_SEED})"
 
 
-@pytest.mark.parametrize("first, second, written, now", [
-    ((0.1, COPIES), (0.0, COPIES), f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
-     "bpe_dropout=0 (deterministic BPE)"),
-    ((0.1, COPIES), (0.3, 2), f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
-     f"bpe_dropout=0.3, bpe_dropout_copies=2 {SEED}"),
-    ((0.0, COPIES), (0.1, COPIES), "bpe_dropout=0 (deterministic BPE)",
-     f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}"),
-])
+@pytest.mark.parametrize(
+    "first, second, written, now",
+    [
+        (
+            (0.1, COPIES),
+            (0.0, COPIES),
+            f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
+            "bpe_dropout=0 (deterministic BPE)",
+        ),
+        (
+            (0.1, COPIES),
+            (0.3, 2),
+            f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
+            f"bpe_dropout=0.3, bpe_dropout_copies=2 {SEED}",
+        ),
+        (
+            (0.0, COPIES),
+            (0.1, COPIES),
+            "bpe_dropout=0 (deterministic BPE)",
+            f"bpe_dropout=0.1, bpe_dropout_copies={COPIES} {SEED}",
+        ),
+    ],
+)
 def test_training_files_segmented_otherwise_are_not_reused(tmp_path, first, second, written, now):
     """A rerun with other settings stops, naming both and --overwrite, which writes the split afresh."""
+
     def problem(dropout, copies):
         class Settings(TinyFilesBpeDropout):
             bpe_dropout, bpe_dropout_copies = dropout, copies
+
         return Settings()
 
     _, data_dir, _ = generate(str(tmp_path), problem(*first))
@@ -258,8 +289,10 @@ def test_training_files_segmented_otherwise_are_not_reused(tmp_path, first, seco
     with pytest.raises(ValueError, match="--overwrite") as error:
         generate(str(tmp_path), problem(*second))
     name = problem(*second).base_name
-    assert f"The {name} training files in --data_dir={data_dir} were written with {written}, but {name} now sets " \
-           f"{now}." in str(error.value)
+    assert (
+        f"The {name} training files in --data_dir={data_dir} were written with {written}, but {name} now sets "
+        f"{now}." in str(error.value)
+    )
     assert split_records(data_dir, "train", problem(*first).base_name) == before  # nothing was touched
 
     tmp_dir = os.path.join(tmp_path, "raw")

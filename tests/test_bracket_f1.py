@@ -11,14 +11,14 @@ from t2t_lite.evaluate import bracket_f1
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOHN = "(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))"  # S NP VP NP over 4 scored words
-TELESCOPE = ("(S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man)) "
-             "(PP (IN with) (NP (DT a) (NN telescope)))))")
+TELESCOPE = "(S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man)) (PP (IN with) (NP (DT a) (NN telescope)))))"
 
 
 def score(decoded, gold_text):
     gold = trees.read_trees(gold_text)[0]
-    return bracket_f1.score_tree(trees.delinearize(bracket_f1.repair(decoded, len(trees.words(gold))),
-                                                   trees.words(gold)), gold)
+    return bracket_f1.score_tree(
+        trees.delinearize(bracket_f1.repair(decoded, len(trees.words(gold))), trees.words(gold)), gold
+    )
 
 
 def test_the_gold_linearization_scores_100():
@@ -54,16 +54,19 @@ def test_brackets_are_a_multiset():
     assert result.f1 == pytest.approx(2 * 100 * 75 / 175)
 
 
-@pytest.mark.parametrize("decoded, repaired", [
-    # Missing closing brackets are added at the end; the missing leaf joins the root.
-    ("(S (NP XX )NP (VP XX (NP XX XX", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
-    # A closing bracket with nothing open is dropped, and so is what follows the complete tree.
-    (")NP (S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S )S (NP", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S"),
-    # Extra leaves are dropped from the end, and so is the constituent they leave empty.
-    ("(S (NP XX XX XX )NP (VP XX XX )VP (NP XX )NP )S", "(S (NP XX XX XX )NP (VP XX XX )VP )S"),
-    # A closing bracket of another label closes the open constituent.
-    ("(S (NP XX )VP XX XX XX . )S", "(S (NP XX )NP XX XX XX . )S"),
-])
+@pytest.mark.parametrize(
+    "decoded, repaired",
+    [
+        # Missing closing brackets are added at the end; the missing leaf joins the root.
+        ("(S (NP XX )NP (VP XX (NP XX XX", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"),
+        # A closing bracket with nothing open is dropped, and so is what follows the complete tree.
+        (")NP (S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S )S (NP", "(S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S"),
+        # Extra leaves are dropped from the end, and so is the constituent they leave empty.
+        ("(S (NP XX XX XX )NP (VP XX XX )VP (NP XX )NP )S", "(S (NP XX XX XX )NP (VP XX XX )VP )S"),
+        # A closing bracket of another label closes the open constituent.
+        ("(S (NP XX )VP XX XX XX . )S", "(S (NP XX )NP XX XX XX . )S"),
+    ],
+)
 def test_repair(decoded, repaired):
     assert bracket_f1.repair(decoded, 5) == repaired
 
@@ -77,15 +80,26 @@ def test_repaired_outputs_are_scored_against_hand_counts():
 
 def test_corpus_scores_sum_the_counts_and_the_tool_prints_them(tmp_path):
     decoded = tmp_path / "decoded"
-    decoded.write_text("(S (NP XX )NP (VP XX (NP XX XX )NP . )VP )S\n"
-                       "(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP\n")
+    decoded.write_text(
+        "(S (NP XX )NP (VP XX (NP XX XX )NP . )VP )S\n"
+        "(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP\n"
+    )
     gold = tmp_path / "gold.mrg"
     gold.write_text(f"( {JOHN.replace('(NP ', '(NP-SBJ ', 1)} )\n( {TELESCOPE} )\n")
     report = bracket_f1.evaluate_files(str(decoded), str(gold))
     assert (report.score.matched, report.score.predicted, report.score.gold) == (4 + 6, 4 + 7, 4 + 6)
     assert (report.sentences, report.repaired) == (2, 1)
-    output = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-parse-eval"), f"--decoded_trees={decoded}",
-                             f"--gold_trees={gold}"], capture_output=True, text=True, check=True).stdout
+    output = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-parse-eval"),
+            f"--decoded_trees={decoded}",
+            f"--gold_trees={gold}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert f"F1 = {report.score.f1:.2f}" in output
 
 

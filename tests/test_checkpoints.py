@@ -28,23 +28,35 @@ def write_checkpoints(model_dir, steps, keep):
             loss = tf.reduce_sum(model(tf.ones([2, 5])) ** 2)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         manager.save(checkpoint_number=step)
-    checkpoints.write_model_info(model_dir, registry.hparams("transformer_tiny"), "algorithmic_reverse", "transformer", 12)
+    checkpoints.write_model_info(
+        model_dir, registry.hparams("transformer_tiny"), "algorithmic_reverse", "transformer", 12
+    )
     return model
 
 
 def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with(tmp_path):
     model_dir = str(tmp_path)
-    checkpoints.write_model_info(model_dir, registry.hparams("transformer_tiny"), "translate_files", "transformer",
-                                 8000, vocabulary="sentencepiece-sha256:aa")
+    checkpoints.write_model_info(
+        model_dir,
+        registry.hparams("transformer_tiny"),
+        "translate_files",
+        "transformer",
+        8000,
+        vocabulary="sentencepiece-sha256:aa",
+    )
     checkpoints.check_trained_with(model_dir, "translate_files", "transformer", 8000, "sentencepiece-sha256:aa")
     checkpoints.check_trained_with(model_dir, None, "transformer", 8000)  # what is not given is not checked
     for given, message in [
-        (("translate_ende", "transformer", 8000, None), "problem 'translate_files', not 'translate_ende'; give the "
-                                                        "--problem"),
+        (
+            ("translate_ende", "transformer", 8000, None),
+            "problem 'translate_files', not 'translate_ende'; give the --problem",
+        ),
         (("translate_files", "other", 8000, None), "model 'transformer', not 'other'; give the --model"),
         (("translate_files", "transformer", 8001, None), "vocab_size 8000, not 8001"),
-        (("translate_files", "transformer", 8000, "sentencepiece-sha256:bb"),
-         "vocabulary 'sentencepiece-sha256:aa', not 'sentencepiece-sha256:bb'; give the --data_dir"),
+        (
+            ("translate_files", "transformer", 8000, "sentencepiece-sha256:bb"),
+            "vocabulary 'sentencepiece-sha256:aa', not 'sentencepiece-sha256:bb'; give the --data_dir",
+        ),
     ]:
         with pytest.raises(checkpoints.CheckpointError, match=message):
             checkpoints.check_trained_with(model_dir, *given)
@@ -65,7 +77,9 @@ def remove_index(prefix):
 
 def transformer_checkpoints(model_dir, steps):
     """Checkpoints of a tiny Transformer at different weights, as the trainer leaves them."""
-    hparams = registry.hparams("transformer_tiny").override("hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1")
+    hparams = registry.hparams("transformer_tiny").override(
+        "hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1"
+    )
     manager = None
     for step in steps:
         keras.utils.set_random_seed(step)
@@ -77,8 +91,10 @@ def transformer_checkpoints(model_dir, steps):
     return hparams
 
 
-@pytest.mark.parametrize("damage, named", [(cut_short, r"ckpt-3\.data-00000-of-00001 cannot be read"),
-                                           (remove_index, r"ckpt-3\.index is missing")])
+@pytest.mark.parametrize(
+    "damage, named",
+    [(cut_short, r"ckpt-3\.data-00000-of-00001 cannot be read"), (remove_index, r"ckpt-3\.index is missing")],
+)
 def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp_path, damage, named):
     model_dir = str(tmp_path)
     hparams = transformer_checkpoints(model_dir, [1, 2, 3])
@@ -92,8 +108,11 @@ def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp
 
 def snapshot(directory):
     """Every file under `directory` (relative name -> bytes)."""
-    return {os.path.relpath(os.path.join(root, name), directory): open(os.path.join(root, name), "rb").read()
-            for root, _, names in os.walk(directory) for name in names}
+    return {
+        os.path.relpath(os.path.join(root, name), directory): open(os.path.join(root, name), "rb").read()
+        for root, _, names in os.walk(directory)
+        for name in names
+    }
 
 
 @pytest.mark.parametrize("damage", [cut_short, remove_index])
@@ -114,9 +133,11 @@ def test_training_resumes_from_the_newest_checkpoint_that_reads_keeping_the_dama
     # Nothing deleted: what is left of ckpt-3 is in set_aside/, byte for byte; the rest is untouched.
     after = snapshot(model_dir)
     assert {os.path.basename(n): c for n, c in after.items() if n.startswith("set_aside")} == {
-        n: c for n, c in before.items() if n.startswith("ckpt-3.")}
+        n: c for n, c in before.items() if n.startswith("ckpt-3.")
+    }
     assert {n: c for n, c in after.items() if n.startswith(("ckpt-1.", "ckpt-2."))} == {
-        n: c for n, c in before.items() if n.startswith(("ckpt-1.", "ckpt-2."))}
+        n: c for n, c in before.items() if n.startswith(("ckpt-1.", "ckpt-2."))
+    }
     assert tf.train.latest_checkpoint(model_dir) == restored  # the list no longer names ckpt-3
 
 

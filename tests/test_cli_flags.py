@@ -33,7 +33,8 @@ def test_usr_dir_registers_a_set_usable_by_hparams_set(parse, tmp_path):
         "from t2t_lite.hparams.transformer import transformer_tiny\n"
         "@registry.register_hparams\n"
         "def cli_usr_tiny():\n"
-        "    return transformer_tiny().replace(num_heads=2)\n")
+        "    return transformer_tiny().replace(num_heads=2)\n"
+    )
     parse(f"--t2t_usr_dir={package}", "--hparams_set=cli_usr_tiny", "--hparams=hidden_size=64")
     flags.prepare()
     hp = flags.hparams_from_flags()

@@ -26,7 +26,9 @@ def restored_model():
     model_dir = str(FIXTURE / "train")
     info = checkpoints.read_problem_info(model_dir)
     problem = registry.problem(info["problem"])
-    model = inference.load_model_for_decoding(problem, checkpoints.read_hparams(model_dir), str(FIXTURE / "data"), model_dir)
+    model = inference.load_model_for_decoding(
+        problem, checkpoints.read_hparams(model_dir), str(FIXTURE / "data"), model_dir
+    )
     return model, problem.vocabulary(str(FIXTURE / "data"))
 
 
@@ -34,8 +36,11 @@ def test_checkpoint_restores_every_stored_weight_under_its_recorded_settings():
     model, vocabulary = restored_model()
     assert vocabulary.fingerprint == checkpoints.read_problem_info(str(FIXTURE / "train"))["vocabulary"]
     reader = tf.train.load_checkpoint(str(FIXTURE / "train" / "ckpt-150"))
-    stored = {int(name.split("/")[2]): name for name in reader.get_variable_to_shape_map()
-              if name.startswith("model/weights_in_order/") and name.endswith("VARIABLE_VALUE")}
+    stored = {
+        int(name.split("/")[2]): name
+        for name in reader.get_variable_to_shape_map()
+        if name.startswith("model/weights_in_order/") and name.endswith("VARIABLE_VALUE")
+    }
     assert sorted(stored) == list(range(len(model.variables)))
     for index, variable in enumerate(model.variables):
         np.testing.assert_array_equal(variable.numpy(), reader.get_tensor(stored[index]), err_msg=variable.path)
@@ -50,9 +55,10 @@ def test_export_written_before_translates_as_the_current_decoder():
     encoded = [vocabulary.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in SENTENCES]
     batch = np.zeros((len(encoded), max(map(len, encoded))), np.int32)
     for row, ids in enumerate(encoded):
-        batch[row, :len(ids)] = ids
-    ids, scores = beam_search.decode_batch(model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"],
-                                        extra_length=settings["extra_length"])
+        batch[row, : len(ids)] = ids
+    ids, scores = beam_search.decode_batch(
+        model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"], extra_length=settings["extra_length"]
+    )
     assert [text.decode("utf-8") for text in served["outputs"].numpy()] == [vocabulary.decode(row) for row in ids]
     np.testing.assert_allclose(served["scores"].numpy(), scores, rtol=1e-5)
     assert len({tuple(row) for row in ids.tolist()}) >= 3  # the translations depend on the input

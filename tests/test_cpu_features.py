@@ -15,9 +15,11 @@ NEOVERSE_V1 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU implement
 NEOVERSE_N1 = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes\nCPU implementer\t: 0x41\n"
 
 
-@pytest.mark.parametrize("text, units", [(ZEN4, True), (XEON_AMX, True), (NEOVERSE_V1, True), (ZEN3, False),
-                                         (NEOVERSE_N1, False)],
-                         ids=["zen4", "xeon-amx", "neoverse-v1", "zen3", "neoverse-n1"])
+@pytest.mark.parametrize(
+    "text, units",
+    [(ZEN4, True), (XEON_AMX, True), (NEOVERSE_V1, True), (ZEN3, False), (NEOVERSE_N1, False)],
+    ids=["zen4", "xeon-amx", "neoverse-v1", "zen3", "neoverse-n1"],
+)
 def test_bfloat16_units_are_read_from_the_flags(tmp_path, text, units):
     (tmp_path / "cpuinfo").write_text(text)
     assert cpu_features.bfloat16_units(str(tmp_path / "cpuinfo")) is units
@@ -50,13 +52,19 @@ def test_the_module_prints_the_faster_dtype(tmp_path):
     (tmp_path / "zen3").write_text(ZEN3)
     (tmp_path / "zen4").write_text(ZEN4)
     for name, dtype in (("zen3", "float32"), ("zen4", "bfloat16")):
-        result = subprocess.run([sys.executable, "-m", "t2t_lite.train.cpu_features", str(tmp_path / name)],
-                                capture_output=True, text=True, check=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "t2t_lite.train.cpu_features", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert result.stdout == dtype + "\n"
 
 
-@pytest.mark.parametrize("machine, users_choice, expected", [
-    ("x86_64", None, "1"), ("AMD64", None, "1"), ("x86_64", "0", "0"), ("aarch64", None, None)])
+@pytest.mark.parametrize(
+    "machine, users_choice, expected",
+    [("x86_64", None, "1"), ("AMD64", None, "1"), ("x86_64", "0", "0"), ("aarch64", None, None)],
+)
 def test_onednn_kernels_on_x86_64_unless_the_user_chose(monkeypatch, machine, users_choice, expected):
     """TensorFlow leaves them off on x86 CPUs without VNNI, BF16 or AMX; elsewhere the variable is not ours to set."""
     monkeypatch.setattr(cpu_features.platform, "machine", lambda: machine)

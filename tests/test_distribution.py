@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_trainer import logged_scalars
 
 from t2t_lite.train import distribution
-from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -127,8 +127,13 @@ print("REPORT " + json.dumps(report))
 def test_two_replicas_match_one_device(reverse_data, tmp_path):
     data_dir = reverse_data
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", SCRIPT, data_dir, str(tmp_path / "train")], env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, data_dir, str(tmp_path / "train")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.split("REPORT ", 1)[1])
     assert report["replicas"] == 2
@@ -173,6 +178,7 @@ def test_only_the_chief_saves_into_output_dir():
 
         def cluster_spec(self):
             import tensorflow as tf
+
             return tf.train.ClusterSpec({"worker": ["a:1", "b:1"]})
 
     class Strategy:
@@ -186,6 +192,7 @@ def test_only_the_chief_saves_into_output_dir():
     assert os.path.basename(scratch).startswith(f"t2t_scratch_worker_1_{os.getpid()}_")
     os.rmdir(scratch)
     import tensorflow as tf
+
     assert distribution.checkpoint_directory(tf.distribute.get_strategy(), "/out") == "/out"
 
 
@@ -212,17 +219,24 @@ def test_make_tf_configs_prints_one_shell_line_per_task():
 def test_make_tf_configs_with_a_chief():
     configs = distribution.tf_configs("host1:2222,host2:2222", "host0:2222")
     assert [(task_type, index, host) for task_type, index, host, _ in configs] == [
-        ("chief", 0, "host0:2222"), ("worker", 0, "host1:2222"), ("worker", 1, "host2:2222")]
-    assert all(config["cluster"] == {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]}
-               for *_, config in configs)
+        ("chief", 0, "host0:2222"),
+        ("worker", 0, "host1:2222"),
+        ("worker", 1, "host2:2222"),
+    ]
+    assert all(
+        config["cluster"] == {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]} for *_, config in configs
+    )
 
 
-@pytest.mark.parametrize("workers, chief, message", [
-    ("", "", r"--workers=''.*at least one host:port"),
-    ("host1:2222,host2", "", r"--workers: 'host2' is not host:port"),
-    ("host1:2222", "host0:99999", r"--chief: 'host0:99999' is not host:port"),
-    ("host1:2222,host1:2222", "", r"host1:2222 appears twice"),
-])
+@pytest.mark.parametrize(
+    "workers, chief, message",
+    [
+        ("", "", r"--workers=''.*at least one host:port"),
+        ("host1:2222,host2", "", r"--workers: 'host2' is not host:port"),
+        ("host1:2222", "host0:99999", r"--chief: 'host0:99999' is not host:port"),
+        ("host1:2222,host1:2222", "", r"host1:2222 appears twice"),
+    ],
+)
 def test_make_tf_configs_names_bad_input(workers, chief, message):
     with pytest.raises(ValueError, match=message):
         distribution.tf_configs(workers, chief)
@@ -236,11 +250,17 @@ def test_make_tf_configs_cli_errors_name_the_flag():
 
 
 def test_a_lost_worker_is_named_with_what_to_do(monkeypatch, tmp_path):
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
-                                                "task": {"type": "worker", "index": 0}}))
-    error = tf.errors.UnavailableError(None, None, "{{function_node x}} Collective ops is aborted by: "
-                                       "remote target /job:worker/replica:0/task:1 and /job:worker/replica:0/task:0")
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
+    )
+    error = tf.errors.UnavailableError(
+        None,
+        None,
+        "{{function_node x}} Collective ops is aborted by: "
+        "remote target /job:worker/replica:0/task:1 and /job:worker/replica:0/task:0",
+    )
     message = distribution.lost_worker_message(error, str(tmp_path))
-    assert message.startswith("lost worker 1 (b:2) of the TF_CONFIG cluster (UnavailableError: Collective ops is "
-                              "aborted by:")
+    assert message.startswith(
+        "lost worker 1 (b:2) of the TF_CONFIG cluster (UnavailableError: Collective ops is aborted by:"
+    )
     assert "relaunch all of them" in message and f"from the start (no checkpoint in {tmp_path} yet)" in message

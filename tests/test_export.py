@@ -20,15 +20,16 @@ import tensorflow as tf
 from absl import flags as absl_flags
 
 from t2t_lite import registry
+from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import beam_search, inference
+from t2t_lite.hparam import HParamsError
 from t2t_lite.serve import export
 from t2t_lite.train import checkpoints
-from t2t_lite.cli import t2t_exporter
-from t2t_lite.hparam import HParamsError
 
-WORDS = ("der die das haus katze hund über grün straße läuft schnell "
-         "the cat dog house green street runs quickly").split()
+WORDS = (
+    "der die das haus katze hund über grün straße läuft schnell the cat dog house green street runs quickly"
+).split()
 TINY = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,max_length=12,layer_prepostprocess_dropout=0.0"
 DECODE = {"beam_size": 3, "alpha": 0.6, "extra_length": 4, "max_input_length": 10}
 STEP = 150
@@ -42,7 +43,7 @@ def random_sentences(seed, count, max_words=6):
 def padded(sequences):
     batch = np.zeros((len(sequences), max(len(sequence) for sequence in sequences)), np.int32)
     for row, sequence in enumerate(sequences):
-        batch[row, :len(sequence)] = sequence
+        batch[row, : len(sequence)] = sequence
     return batch
 
 
@@ -64,7 +65,7 @@ def train_word_reversal(model, vocab, steps):
 
     for i in range(steps):
         first = (i * 32) % len(sentences)
-        step(padded(inputs[first:first + 32]), padded(targets[first:first + 32]))
+        step(padded(inputs[first : first + 32]), padded(targets[first : first + 32]))
     return optimizer
 
 
@@ -89,8 +90,9 @@ def run_exporter(argv):
 def build_trained_export(root):
     """Train the word-reversal model and export it with `t2t-exporter`, under root."""
     problem = registry.problem("translate_files")
-    vocab = vocabulary.train_vocabulary(random_sentences(seed=1, count=300, max_words=12),
-                                        os.path.join(root / "data", problem.vocab_filename()), 400)
+    vocab = vocabulary.train_vocabulary(
+        random_sentences(seed=1, count=300, max_words=12), os.path.join(root / "data", problem.vocab_filename()), 400
+    )
     with python_random_seed(1):
         model = checkpoints.build_model(registry.hparams("transformer_tiny").override(TINY), vocab.vocab_size)
     optimizer = train_word_reversal(model, vocab, STEP)
@@ -101,8 +103,15 @@ def build_trained_export(root):
 
 def exporter_flags(root):
     """The t2t-exporter command line of the module's export."""
-    return ["--problem=translate_files", f"--data_dir={root / 'data'}", f"--output_dir={root / 'train'}",
-            f"--export_dir={root / 'export'}", "--hparams_set=transformer_tiny", f"--hparams={TINY}", decode_flag()]
+    return [
+        "--problem=translate_files",
+        f"--data_dir={root / 'data'}",
+        f"--output_dir={root / 'train'}",
+        f"--export_dir={root / 'export'}",
+        "--hparams_set=transformer_tiny",
+        f"--hparams={TINY}",
+        decode_flag(),
+    ]
 
 
 def decode_flag(**settings):
@@ -123,9 +132,14 @@ def setup(built_once):
     root = built_once("trained_export", build_trained_export)
     problem, hparams = registry.problem("translate_files"), registry.hparams("transformer_tiny").override(TINY)
     data_dir, train_dir = str(root / "data"), str(root / "train")
-    return {"version_dir": os.path.join(root, "export", str(STEP)), "flags": exporter_flags(root),
-            "vocab": problem.vocabulary(data_dir), "root": root, "hparams": hparams,
-            "model": inference.load_model_for_decoding(problem, hparams, data_dir, train_dir)}
+    return {
+        "version_dir": os.path.join(root, "export", str(STEP)),
+        "flags": exporter_flags(root),
+        "vocab": problem.vocabulary(data_dir),
+        "root": root,
+        "hparams": hparams,
+        "model": inference.load_model_for_decoding(problem, hparams, data_dir, train_dir),
+    }
 
 
 def library_translations(setup, sentences):
@@ -135,8 +149,9 @@ def library_translations(setup, sentences):
     """
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
     batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
-    ids, scores = beam_search.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"],
-                                        alpha=DECODE["alpha"], extra_length=DECODE["extra_length"])
+    ids, scores = beam_search.decode_batch(
+        setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"]
+    )
     return [vocab.decode(row) for row in ids], scores, ids
 
 
@@ -194,15 +209,23 @@ def long_sentence():
 def served(setup, tmp_path_factory):
     """The fresh process' answers to a mixed batch, a batch of 1, a batch of 64 and an ids batch."""
     mixed = ["die katze läuft", "", "  grün \t grün\u00a0haus\n", long_sentence(), "Ω hund ☃", "the dog runs"]
-    requests = {"text": [mixed, ["der hund"], random_sentences(seed=2, count=64)],
-                # One row with its EOS, one without: the ids signature takes both.
-                "ids": padded([setup["vocab"].encode("die katze läuft") + [1], setup["vocab"].encode("der hund")]).tolist()}
+    requests = {
+        "text": [mixed, ["der hund"], random_sentences(seed=2, count=64)],
+        # One row with its EOS, one without: the ids signature takes both.
+        "ids": padded([setup["vocab"].encode("die katze läuft") + [1], setup["vocab"].encode("der hund")]).tolist(),
+    }
     requests_path = tmp_path_factory.mktemp("served") / "requests.json"
     requests_path.write_text(json.dumps(requests))
     cwd = tmp_path_factory.mktemp("client_cwd")
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    process = subprocess.run([sys.executable, "-c", SERVING_CLIENT, setup["version_dir"], str(requests_path)],
-                             cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    process = subprocess.run(
+        [sys.executable, "-c", SERVING_CLIENT, setup["version_dir"], str(requests_path)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     return requests, json.loads(process.stdout.strip().splitlines()[-1])
 
@@ -254,12 +277,15 @@ def test_ids_signature_and_graph_mode_session(served, setup):
 
 def test_saved_model_cli_lists_both_signatures(setup):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    process = subprocess.run([cli, "show", "--all", "--dir", setup["version_dir"]],
-                             capture_output=True, text=True, timeout=120)
+    process = subprocess.run(
+        [cli, "show", "--all", "--dir", setup["version_dir"]], capture_output=True, text=True, timeout=120
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     text = " ".join(process.stdout.split())
     for signature, input_type, input_shape, output_type in (
-            ("serving_default", "DT_STRING", "(-1)", "DT_STRING"), ("translate_ids", "DT_INT32", "(-1, -1)", "DT_INT32")):
+        ("serving_default", "DT_STRING", "(-1)", "DT_STRING"),
+        ("translate_ids", "DT_INT32", "(-1, -1)", "DT_INT32"),
+    ):
         section = text.split(f"signature_def['{signature}']")[1].split("signature_def[")[0]
         assert f"inputs['inputs'] tensor_info: dtype: {input_type} shape: {input_shape}" in section
         assert f"outputs['outputs'] tensor_info: dtype: {output_type}" in section
@@ -291,8 +317,9 @@ def test_layout_assets_and_variables(setup):
     weights = setup["model"].weights
     assert len(names) == len(weights)
     for index, weight in enumerate(weights):
-        np.testing.assert_array_equal(reader.get_tensor(f"model_weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"),
-                                      weight.numpy())
+        np.testing.assert_array_equal(
+            reader.get_tensor(f"model_weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"), weight.numpy()
+        )
     assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 2_000_000
 
 
@@ -323,13 +350,20 @@ def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
         assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
         np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
     batch = padded([setup["vocab"].encode(sentence) + [beam_search.EOS_ID] for sentence in sentences[:70]])
-    ids, _ = beam_search.decode_batch(setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
-                                   extra_length=DECODE["extra_length"], xla=True)
+    ids, _ = beam_search.decode_batch(
+        setup["model"],
+        batch,
+        beam_size=DECODE["beam_size"],
+        alpha=DECODE["alpha"],
+        extra_length=DECODE["extra_length"],
+        xla=True,
+    )
     served = loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
     # Both are 0-padded after EOS; only the width of that padding may differ.
     width = max(served.shape[1], ids.shape[1])
-    np.testing.assert_array_equal(np.pad(served, [[0, 0], [0, width - served.shape[1]]]),
-                                  np.pad(ids, [[0, 0], [0, width - ids.shape[1]]]))
+    np.testing.assert_array_equal(
+        np.pad(served, [[0, 0], [0, width - served.shape[1]]]), np.pad(ids, [[0, 0], [0, width - ids.shape[1]]])
+    )
     assert served[:, -1].any()  # no all-padding column is returned
 
 
@@ -352,8 +386,15 @@ def is_utf8(raw: bytes) -> bool:
 def test_bytes_that_are_not_utf8_are_flagged_and_spare_the_batch(loaded_export):
     translate = loaded_export.signatures["serving_default"]
     # Stray continuation byte, truncated sequence, overlong "/", UTF-16 surrogate, and valid text around them.
-    batch = ["die katze läuft".encode(), b"\xff\xfe hund", b"caf\xc3", "der hund".encode(), b"\xc0\xaf",
-             b"\xed\xa0\x80", "grün ☃".encode()]
+    batch = [
+        "die katze läuft".encode(),
+        b"\xff\xfe hund",
+        b"caf\xc3",
+        "der hund".encode(),
+        b"\xc0\xaf",
+        b"\xed\xa0\x80",
+        "grün ☃".encode(),
+    ]
     valid = [is_utf8(raw) for raw in batch]  # Python's own decoder is the reference
     out = translate(inputs=tf.constant(batch))
     assert out["input_not_utf8"].numpy().tolist() == [not ok for ok in valid]
@@ -376,7 +417,9 @@ def test_exporter_flag_errors(setup, tmp_path):
     with pytest.raises(t2t_exporter.flags.UsageError, match="--export_dir"):
         run_exporter([flag for flag in setup["flags"] if not flag.startswith("--export_dir")])
     with pytest.raises(t2t_exporter.flags.UsageError, match="not a SentencePiece model"):
-        run_exporter(["--problem=algorithmic_reverse", f"--export_dir={tmp_path}"] + setup["flags"][1:3] + setup["flags"][4:6])
+        run_exporter(
+            ["--problem=algorithmic_reverse", f"--export_dir={tmp_path}"] + setup["flags"][1:3] + setup["flags"][4:6]
+        )
     with pytest.raises(t2t_exporter.flags.UsageError, match="--decode_hparams: .*max_input_leng"):
         run_exporter(setup["flags"][:-1] + ["--decode_hparams=max_input_lenght=5", f"--export_dir={tmp_path}"])
     with pytest.raises(t2t_exporter.flags.UsageError, match="--hparams: Unknown hparam 'hidden_sise'"):
@@ -400,15 +443,23 @@ def test_export_hparams_follow_the_decoder_precedence():
 
 def test_in_graph_normalization_equals_python_str_split():
     spaces = [chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace()]
-    texts = ["", " ", "a", f"{''.join(spaces)}x{spaces[3]}{spaces[-1]}y  z{spaces[-5]}", "grün\u00a0\u3000haus\t",
-             "\u200b zero-width space is not whitespace", "a\u2028b\u0085c\u001fd"]
+    texts = [
+        "",
+        " ",
+        "a",
+        f"{''.join(spaces)}x{spaces[3]}{spaces[-1]}y  z{spaces[-5]}",
+        "grün\u00a0\u3000haus\t",
+        "\u200b zero-width space is not whitespace",
+        "a\u2028b\u0085c\u001fd",
+    ]
     got = vocabulary.normalize_text_in_graph(tf.constant(texts)).numpy()
     assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]
 
 
 @pytest.mark.parametrize("mode, dtype", [("int8", tf.int8), ("bfloat16", tf.bfloat16)])
-def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(setup, mode, dtype,
-                                                                                                 tmp_path):
+def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(
+    setup, mode, dtype, tmp_path
+):
     """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, the same ids as
     decode_batch on the converted model, and the trained model's translations (word reversal) almost all unchanged."""
     version_dir = export_again(setup, str(tmp_path / f"export_{mode}"), quantize=mode, xla="true")
@@ -422,19 +473,33 @@ def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_train
     loaded = tf.saved_model.load(version_dir)
 
     sentences = random_sentences(seed=2, count=64)
-    converted = inference.load_model_for_decoding(registry.problem("translate_files"), setup["hparams"],
-                                     str(setup["root"] / "data"), str(setup["root"] / "train"), quantize=mode)
+    converted = inference.load_model_for_decoding(
+        registry.problem("translate_files"),
+        setup["hparams"],
+        str(setup["root"] / "data"),
+        str(setup["root"] / "train"),
+        quantize=mode,
+    )
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
     batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
     # XLA on both sides: bfloat16 rounds each activation, so another compiler's order of float32 sums moves a
     # score by up to 6e-3 relative with TensorFlow's Eigen kernels (those of a CPU without AVX-512 VNNI/BF16 or
     # AMX; measured with TF_ENABLE_ONEDNN_OPTS=0) against 4e-5 with oneDNN's: enough to swap two close beams.
-    ids, _ = beam_search.decode_batch(converted, batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"],
-                                   extra_length=DECODE["extra_length"], xla=True)
+    ids, _ = beam_search.decode_batch(
+        converted,
+        batch,
+        beam_size=DECODE["beam_size"],
+        alpha=DECODE["alpha"],
+        extra_length=DECODE["extra_length"],
+        xla=True,
+    )
     outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
-    np.testing.assert_array_equal(outputs[:, :ids.shape[1]], ids)
-    texts = [text.decode() for text in loaded.signatures[export.TEXT_SIGNATURE](
-        inputs=tf.constant(sentences))["outputs"].numpy()]
+    np.testing.assert_array_equal(outputs[:, : ids.shape[1]], ids)
+    texts = [
+        text.decode()
+        for text in loaded.signatures[export.TEXT_SIGNATURE](inputs=tf.constant(sentences))["outputs"].numpy()
+    ]
     float32_texts = library_translations(setup, sentences)[0]
-    assert sum(a == b for a, b in zip(texts, float32_texts)) >= 0.9 * len(sentences), \
-        list(zip(texts, float32_texts))[:8]
+    assert sum(a == b for a, b in zip(texts, float32_texts)) >= 0.9 * len(sentences), list(zip(texts, float32_texts))[
+        :8
+    ]

@@ -15,8 +15,10 @@ def test_override_returns_new_value_and_leaves_original():
 
 
 def test_override_parses_each_type():
-    hp = HParams().override("hidden_size=1024, pos=emb, shared_embedding_and_softmax_weights=false, "
-                            "learning_rate_warmup_steps=8e3, xla_compile=True")
+    hp = HParams().override(
+        "hidden_size=1024, pos=emb, shared_embedding_and_softmax_weights=false, "
+        "learning_rate_warmup_steps=8e3, xla_compile=True"
+    )
     assert hp.hidden_size == 1024 and hp.pos == "emb"
     assert hp.shared_embedding_and_softmax_weights is False and hp.xla_compile is True
     assert hp.learning_rate_warmup_steps == 8000
@@ -37,13 +39,25 @@ def test_unparsable_value_names_the_hparam(override):
     assert "num_heads" in str(error.value) or "hidden_size" in str(error.value) or "xla_compile" in str(error.value)
 
 
-@pytest.mark.parametrize("override", ["pos=rotary", "norm_position=middle", "num_heads=7",
-                                      "layer_prepostprocess_dropout=1.5", "activation_dtype=int8",
-                                      "learning_rate=0", "learning_rate=nan", "optimizer_adam_beta1=1.0",
-                                      "optimizer_adam_beta2=-0.1", "optimizer_adam_epsilon=0",
-                                      "clip_grad_norm=-1", "learning_rate_decay_steps=-1"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "pos=rotary",
+        "norm_position=middle",
+        "num_heads=7",
+        "layer_prepostprocess_dropout=1.5",
+        "activation_dtype=int8",
+        "learning_rate=0",
+        "learning_rate=nan",
+        "optimizer_adam_beta1=1.0",
+        "optimizer_adam_beta2=-0.1",
+        "optimizer_adam_epsilon=0",
+        "clip_grad_norm=-1",
+        "learning_rate_decay_steps=-1",
+    ],
+)
 def test_out_of_range_values_are_rejected(override):
-    with pytest.raises(HParamsError, match=override.split('=')[0]):  # the message names the hparam
+    with pytest.raises(HParamsError, match=override.split("=")[0]):  # the message names the hparam
         HParams().override(override)
 
 

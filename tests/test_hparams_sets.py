@@ -9,40 +9,96 @@ import dataclasses
 import pytest
 
 from t2t_lite import registry
-from t2t_lite.train import schedule
 from t2t_lite.hparam import HParams
+from t2t_lite.train import schedule
 
 BASE = {
-    "hidden_size": 512, "filter_size": 2048, "num_heads": 8, "num_hidden_layers": 6,
-    "num_encoder_layers": 0, "num_decoder_layers": 0,
-    "attention_key_channels": 0, "attention_value_channels": 0,  # d_k = d_v = 512 / 8 = 64
-    "pos": "timing", "norm_position": "post", "layer_norm_epsilon": 1e-6,
+    "hidden_size": 512,
+    "filter_size": 2048,
+    "num_heads": 8,
+    "num_hidden_layers": 6,
+    "num_encoder_layers": 0,
+    "num_decoder_layers": 0,
+    "attention_key_channels": 0,
+    "attention_value_channels": 0,  # d_k = d_v = 512 / 8 = 64
+    "pos": "timing",
+    "norm_position": "post",
+    "layer_norm_epsilon": 1e-6,
     "shared_embedding_and_softmax_weights": True,
-    "layer_prepostprocess_dropout": 0.1, "attention_dropout": 0.0, "relu_dropout": 0.0,
-    "symbol_dropout": 0.0, "label_smoothing": 0.1,
-    "learning_rate": 1.0, "learning_rate_warmup_steps": 4000, "learning_rate_decay_steps": 0,
-    "optimizer_adam_beta1": 0.9, "optimizer_adam_beta2": 0.98, "optimizer_adam_epsilon": 1e-9,
+    "layer_prepostprocess_dropout": 0.1,
+    "attention_dropout": 0.0,
+    "relu_dropout": 0.0,
+    "symbol_dropout": 0.0,
+    "label_smoothing": 0.1,
+    "learning_rate": 1.0,
+    "learning_rate_warmup_steps": 4000,
+    "learning_rate_decay_steps": 0,
+    "optimizer_adam_beta1": 0.9,
+    "optimizer_adam_beta2": 0.98,
+    "optimizer_adam_epsilon": 1e-9,
     "clip_grad_norm": 0.0,
-    "batch_size": 4096, "tokens_per_step": 25000, "max_length": 256,
-    "min_length_bucket": 8, "length_bucket_step": 1.1,
-    "activation_dtype": "float32", "xla_compile": False,
-    "beam_size": 4, "alpha": 0.6, "extra_length": 50,
+    "batch_size": 4096,
+    "tokens_per_step": 25000,
+    "max_length": 256,
+    "min_length_bucket": 8,
+    "length_bucket_step": 1.1,
+    "activation_dtype": "float32",
+    "xla_compile": False,
+    "beam_size": 4,
+    "alpha": 0.6,
+    "extra_length": 50,
 }
 BIG = {**BASE, "hidden_size": 1024, "filter_size": 4096, "num_heads": 16, "layer_prepostprocess_dropout": 0.3}
 BIG_ENFR = {**BIG, "layer_prepostprocess_dropout": 0.1}
 # §6.3: "all other parameters remained unchanged from the English-to-German base translation model".
-PARSING = {**BASE, "hidden_size": 1024, "num_hidden_layers": 4, "layer_prepostprocess_dropout": 0.2,
-           "attention_dropout": 0.2, "max_length": 512, "beam_size": 21, "alpha": 0.3, "extra_length": 300}
-TINY = {**BASE, "hidden_size": 128, "filter_size": 512, "num_heads": 4, "num_hidden_layers": 2,
-        "learning_rate_warmup_steps": 1000, "batch_size": 2048, "tokens_per_step": 0, "max_length": 128}
+PARSING = {
+    **BASE,
+    "hidden_size": 1024,
+    "num_hidden_layers": 4,
+    "layer_prepostprocess_dropout": 0.2,
+    "attention_dropout": 0.2,
+    "max_length": 512,
+    "beam_size": 21,
+    "alpha": 0.3,
+    "extra_length": 300,
+}
+TINY = {
+    **BASE,
+    "hidden_size": 128,
+    "filter_size": 512,
+    "num_heads": 4,
+    "num_hidden_layers": 2,
+    "learning_rate_warmup_steps": 1000,
+    "batch_size": 2048,
+    "tokens_per_step": 0,
+    "max_length": 128,
+}
 MULTI30K = {**TINY, "hidden_size": 256, "filter_size": 1024, "num_hidden_layers": 3, "learning_rate": 0.5}
-MULTI30K_HOUR = {**MULTI30K, "layer_prepostprocess_dropout": 0.2, "learning_rate": 1.0,
-                 "learning_rate_warmup_steps": 2000, "activation_dtype": "bfloat16"}
-MULTI30K_HOUR_FLOAT32 = {**MULTI30K_HOUR, "hidden_size": 192, "filter_size": 768, "learning_rate_warmup_steps": 1000,
-                         "learning_rate_decay_steps": 2000, "activation_dtype": "float32", "xla_compile": True}
-MULTI30K_HOUR_SLOW_CPU = {**MULTI30K_HOUR, "learning_rate": 0.7071, "learning_rate_warmup_steps": 1000,
-                          "learning_rate_decay_steps": 800, "norm_position": "pre", "activation_dtype": "float32",
-                          "xla_compile": True}
+MULTI30K_HOUR = {
+    **MULTI30K,
+    "layer_prepostprocess_dropout": 0.2,
+    "learning_rate": 1.0,
+    "learning_rate_warmup_steps": 2000,
+    "activation_dtype": "bfloat16",
+}
+MULTI30K_HOUR_FLOAT32 = {
+    **MULTI30K_HOUR,
+    "hidden_size": 192,
+    "filter_size": 768,
+    "learning_rate_warmup_steps": 1000,
+    "learning_rate_decay_steps": 2000,
+    "activation_dtype": "float32",
+    "xla_compile": True,
+}
+MULTI30K_HOUR_SLOW_CPU = {
+    **MULTI30K_HOUR,
+    "learning_rate": 0.7071,
+    "learning_rate_warmup_steps": 1000,
+    "learning_rate_decay_steps": 800,
+    "norm_position": "pre",
+    "activation_dtype": "float32",
+    "xla_compile": True,
+}
 
 
 def test_every_field_is_pinned():
@@ -96,9 +152,15 @@ def test_transformer_multi30k_hour_slow_cpu():
     assert registry.hparams("transformer_multi30k_hour_slow_cpu").values() == MULTI30K_HOUR_SLOW_CPU
 
 
-@pytest.mark.parametrize("name, peak", [("transformer_multi30k", 9.9e-4), ("transformer_multi30k_hour", 1.4e-3),
-                                        ("transformer_multi30k_hour_slow_cpu", 1.4e-3),
-                                        ("transformer_multi30k_hour_float32", 2.3e-3)])
+@pytest.mark.parametrize(
+    "name, peak",
+    [
+        ("transformer_multi30k", 9.9e-4),
+        ("transformer_multi30k_hour", 1.4e-3),
+        ("transformer_multi30k_hour_slow_cpu", 1.4e-3),
+        ("transformer_multi30k_hour_float32", 2.3e-3),
+    ],
+)
 def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):
     # Eq. 3 peaks at step = warm-up: multiplier · d_model^-0.5 · warm-up^-0.5.
     hp = registry.hparams(name)

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags as absl_flags
+from test_attention_page import page_attention, page_data
 
 from t2t_lite import registry
-from t2t_lite.data import datagen
-from t2t_lite.decode import beam_search
-from t2t_lite.train import checkpoints
 from t2t_lite.cli import t2t_decoder as decoder_cli
-from t2t_lite.hparam import HParamsError
-from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
+from t2t_lite.data import datagen
 from t2t_lite.data.text_lines import read_lines as read_input_lines
-from test_attention_page import page_attention, page_data
+from t2t_lite.decode import beam_search
+from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
+from t2t_lite.hparam import HParamsError
+from t2t_lite.train import checkpoints
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
@@ -46,8 +46,9 @@ def test_output_in_input_order_equals_each_line_decoded_alone(trained):
     settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
     batched = translate(model, vocabulary, lines, settings, progress=False)
     for line, translation in zip(lines, batched):
-        ids, _ = beam_search.decode_batch(model, np.array([vocabulary.encode(line) + [1]], np.int32),
-                                       beam_size=3, alpha=0.6, extra_length=4)
+        ids, _ = beam_search.decode_batch(
+            model, np.array([vocabulary.encode(line) + [1]], np.int32), beam_size=3, alpha=0.6, extra_length=4
+        )
         assert translation.source == line
         assert translation.hypotheses[0] == vocabulary.decode(ids[0])
 
@@ -94,8 +95,11 @@ def test_learned_positions_stop_a_line_longer_than_their_table(trained):
     settings = DecodeHParams(beam_size=1, extra_length=2)
     (fits,) = translate(model, vocabulary, ["1 2 3 4 5 6 7"], settings, progress=False)  # 8 ids + 2 = 10
     assert len(fits.hypotheses[0].split()) <= 10  # input length + extra_length, EOS included
-    with pytest.raises(InputTooLongError, match=r"input line 2 has 9 ids .* would need 11 positions, but the "
-                                                r"learned position table \(pos=emb\) has 10"):
+    with pytest.raises(
+        InputTooLongError,
+        match=r"input line 2 has 9 ids .* would need 11 positions, but the "
+        r"learned position table \(pos=emb\) has 10",
+    ):
         translate(model, vocabulary, ["1", "1 2 3 4 5 6 7 8"], settings, progress=False)
 
 
@@ -112,12 +116,22 @@ def test_cli_decodes_a_file_one_line_per_input_line(trained, tmp_path):
     problem, _, data_dir, output_dir = trained
     source = tmp_path / "in.txt"
     source.write_text("3 4 5\n1\n\n7 7 7 7 7 7\n")
-    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-                f"--decode_from_file={source}", "--decode_hparams=beam_size=2,extra_length=3")
+    run_decoder(
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        f"--decode_from_file={source}",
+        "--decode_hparams=beam_size=2,extra_length=3",
+    )
     default_output = f"{source}.transformer.hparams.algorithmic_reverse.beam2.alpha0.0.decodes"
     lines = read_input_lines(str(source))
-    expected = translate(trained[1], problem.vocabulary(data_dir), lines,
-                         DecodeHParams(beam_size=2, alpha=0.0, extra_length=3), progress=False)
+    expected = translate(
+        trained[1],
+        problem.vocabulary(data_dir),
+        lines,
+        DecodeHParams(beam_size=2, alpha=0.0, extra_length=3),
+        progress=False,
+    )
     assert read_input_lines(default_output) == [translation.hypotheses[0] for translation in expected]
 
 
@@ -129,8 +143,13 @@ def test_cli_checkpoint_path_may_be_a_prefix_or_a_directory(trained, tmp_path):
     outputs = []
     for path in (output_dir, os.path.join(output_dir, "ckpt-7")):
         outputs.append(tmp_path / f"out{len(outputs)}.txt")
-        run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--checkpoint_path={path}",
-                    f"--decode_from_file={source}", f"--decode_to_file={outputs[-1]}")
+        run_decoder(
+            "--problem=algorithmic_reverse",
+            f"--data_dir={data_dir}",
+            f"--checkpoint_path={path}",
+            f"--decode_from_file={source}",
+            f"--decode_to_file={outputs[-1]}",
+        )
     assert outputs[0].read_text() == outputs[1].read_text() and len(outputs[0].read_text().splitlines()) == 2
 
 
@@ -148,8 +167,14 @@ def test_cli_writes_one_attention_page_and_on_request_the_pngs(trained, tmp_path
     source = tmp_path / "two.txt"
     source.write_text("3 4\n5\n")
     pictures = tmp_path / "attention"
-    common = ("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-              f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'out.txt'}", f"--attention_dir={pictures}")
+    common = (
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        f"--decode_from_file={source}",
+        f"--decode_to_file={tmp_path / 'out.txt'}",
+        f"--attention_dir={pictures}",
+    )
     run_decoder(*common, "--decode_hparams=beam_size=2")
     assert os.listdir(pictures) == ["attention.html"]
     sentences = page_data((pictures / "attention.html").read_text())["sentences"]
@@ -173,12 +198,19 @@ def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsy
     lines = ["1 2 3 4 5 6 7", "1", "1 2 3 4 5", "1 2 3 4", *["2 3 4 5 6"] * 5]
     source = tmp_path / "in.txt"
     source.write_text("\n".join(lines) + "\n")
-    run_decoder("--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-                f"--decode_from_file={source}", "--decode_hparams=max_input_size=5",
-                f"--attention_dir={tmp_path / 'page'}")
+    run_decoder(
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        f"--decode_from_file={source}",
+        "--decode_hparams=max_input_size=5",
+        f"--attention_dir={tmp_path / 'page'}",
+    )
     printed = capsys.readouterr().out
-    assert ("Truncated 7 lines to their first 4 ids and EOS (--decode_hparams max_input_size=5): "
-            "lines 1, 3, 5, 6, 7 and 2 more.") in printed
+    assert (
+        "Truncated 7 lines to their first 4 ids and EOS (--decode_hparams max_input_size=5): "
+        "lines 1, 3, 5, 6, 7 and 2 more."
+    ) in printed
     cut = translate(model, problem.vocabulary(data_dir), ["1 2 3 4"], DecodeHParams(1, 0.0, 2), progress=False)[0]
     decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
     assert decoded[0] == cut.hypotheses[0] and len(decoded) == len(lines)  # line 1 decoded as its first 4 symbols
@@ -202,28 +234,40 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
     cases = [
         (("--decode_hparams=beam_size=0", f"--decode_from_file={source}"), "--decode_hparams: beam_size"),
         ((f"--decode_from_file={tmp_path / 'missing.txt'}",), "--decode_from_file=.*missing.txt: no such file"),
-        ((f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'no' / 'out.txt'}"),
-         "--decode_to_file=.*/no/out.txt: its directory .*/no does not exist"),
+        (
+            (f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'no' / 'out.txt'}"),
+            "--decode_to_file=.*/no/out.txt: its directory .*/no does not exist",
+        ),
         ((f"--decode_from_file={source}", f"--decode_to_file={tmp_path}"), "--decode_to_file=.*: is a directory"),
         ((f"--decode_from_file={source}", f"--attention_dir={source}"), "--attention_dir=.*in.txt: is a file"),
         ((f"--decode_from_file={source}", "--attention_pngs"), "--attention_pngs writes into --attention_dir"),
         ((f"--decode_from_file={tmp_path}",), "--decode_from_file=.*: is a directory; give a file"),
-        ((f"--decode_from_file={source}", f"--output_dir={tmp_path / 'nowhere'}"),
-         "--output_dir=.*nowhere: no such directory"),
+        (
+            (f"--decode_from_file={source}", f"--output_dir={tmp_path / 'nowhere'}"),
+            "--output_dir=.*nowhere: no such directory",
+        ),
         (("--decode_hparams=max_input_size=1", f"--decode_from_file={source}"), "--decode_hparams: .*max_input_size"),
-        (("--decode_hparams=beam_sise=2", f"--decode_from_file={source}"),
-         "--decode_hparams: .*Did you mean beam_size"),
+        (
+            ("--decode_hparams=beam_sise=2", f"--decode_from_file={source}"),
+            "--decode_hparams: .*Did you mean beam_size",
+        ),
         ((f"--decode_from_file={source}", f"--decode_to_file={source}"), "is --decode_from_file"),
         (("--model=transformr", f"--decode_from_file={source}"), "--model: .*transformr"),
-        (("--hparams=hidden_size=64", f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}"),
-         "ckpt-7: its weights do not fit the model these hparams build"),
+        (
+            ("--hparams=hidden_size=64", f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}"),
+            "ckpt-7: its weights do not fit the model these hparams build",
+        ),
         (("--decode_interactive", f"--decode_from_file={source}"), "--decode_interactive reads stdin"),
         (("--decode_interactive", f"--attention_dir={tmp_path / 'pages'}"), "--attention_dir draws the sentences of"),
     ]
     empty = tmp_path / "empty_data"  # the algorithmic vocabulary needs no file, the split does
     empty.mkdir()
-    cases.append(((f"--data_dir={empty}", f"--decode_to_file={tmp_path / 'test.decodes'}"),
-                  "--decode_split=test: No test data .*Run t2t-datagen"))
+    cases.append(
+        (
+            (f"--data_dir={empty}", f"--decode_to_file={tmp_path / 'test.decodes'}"),
+            "--decode_split=test: No test data .*Run t2t-datagen",
+        )
+    )
     absl_flags.FLAGS.unparse_flags()
     for argv, message in cases:
         with pytest.raises(decoder_cli.t2t_flags.UsageError, match=message):
@@ -231,10 +275,16 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
     assert source.read_text() == "3 4 5\n"
     assert sorted(os.listdir(tmp_path)) == ["empty_data", "in.txt"]
     # Same vocabulary size, another problem: the checkpoint's problem.json says which one it was trained on.
-    with pytest.raises(decoder_cli.t2t_flags.UsageError, match="trained with problem 'algorithmic_reverse', "
-                                                               "not 'algorithmic_identity'"):
-        run_decoder("--problem=algorithmic_identity", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-                    f"--decode_from_file={source}", f"--decode_to_file={tmp_path / 'o.txt'}")
+    with pytest.raises(
+        decoder_cli.t2t_flags.UsageError, match="trained with problem 'algorithmic_reverse', not 'algorithmic_identity'"
+    ):
+        run_decoder(
+            "--problem=algorithmic_identity",
+            f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}",
+            f"--decode_from_file={source}",
+            f"--decode_to_file={tmp_path / 'o.txt'}",
+        )
 
 
 def test_interactive_reads_stdin_until_end(trained):
@@ -242,8 +292,13 @@ def test_interactive_reads_stdin_until_end(trained):
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()
-    decode_interactive(model, problem.vocabulary(data_dir), DecodeHParams(beam_size=1, extra_length=2),
-                       stdin=io.StringIO("1 2\n3\n"), stdout=output)
+    decode_interactive(
+        model,
+        problem.vocabulary(data_dir),
+        DecodeHParams(beam_size=1, extra_length=2),
+        stdin=io.StringIO("1 2\n3\n"),
+        stdout=output,
+    )
     assert len(output.getvalue().splitlines()) == 2
 
 
@@ -252,7 +307,12 @@ def test_interactive_names_a_bad_line_and_goes_on(trained, capsys):
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()
-    decode_interactive(model, problem.vocabulary(data_dir), DecodeHParams(beam_size=1, extra_length=2),
-                       stdin=io.StringIO("1 x\n3\n"), stdout=output)
+    decode_interactive(
+        model,
+        problem.vocabulary(data_dir),
+        DecodeHParams(beam_size=1, extra_length=2),
+        stdin=io.StringIO("1 x\n3\n"),
+        stdout=output,
+    )
     assert "this line: 'x' is not a symbol" in capsys.readouterr().err
     assert len(output.getvalue().splitlines()) == 1

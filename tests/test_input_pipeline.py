@@ -10,8 +10,8 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.data.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
-from t2t_lite.problems.algorithmic import AlgorithmicProblem
 from t2t_lite.data.vocabulary import EOS_ID
+from t2t_lite.problems.algorithmic import AlgorithmicProblem
 
 
 class Lengths(AlgorithmicProblem):
@@ -55,8 +55,48 @@ def hparams():
 def test_bucket_boundaries_are_tensor2tensors():
     # t2t's _bucket_boundaries(256, 8, 1.1), worked by hand: +1 while 1.1x rounds down to x, then x1.1.
     assert bucket_boundaries(256, 8, 1.1) == [
-        8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30, 33, 36, 39, 42, 46, 50, 55,
-        60, 66, 72, 79, 86, 94, 103, 113, 124, 136, 149, 163, 179, 196, 215, 236]
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+        16,
+        17,
+        18,
+        19,
+        20,
+        22,
+        24,
+        26,
+        28,
+        30,
+        33,
+        36,
+        39,
+        42,
+        46,
+        50,
+        55,
+        60,
+        66,
+        72,
+        79,
+        86,
+        94,
+        103,
+        113,
+        124,
+        136,
+        149,
+        163,
+        179,
+        196,
+        215,
+        236,
+    ]
 
 
 def test_batch_sizes_hold_batch_size_tokens_per_replica(hparams):
@@ -98,7 +138,8 @@ def test_a_short_side_is_padded_to_its_own_bucket_not_the_longer_sides(long_side
     short_side = "targets" if long_side == "inputs" else "inputs"
     dataset = tf.data.Dataset.from_generator(
         lambda: ({long_side: long, short_side: short} for _ in range(5)),
-        output_signature={side: tf.TensorSpec([None], tf.int32) for side in ("inputs", "targets")})
+        output_signature={side: tf.TensorSpec([None], tf.int32) for side in ("inputs", "targets")},
+    )
     batches = list(input_pipeline.bucket_by_length(dataset, [12, 103, 256], [170, 19, 8]).as_numpy_iterator())
     assert [(b[long_side].shape, b[short_side].shape) for b in batches] == [((5, 103), (5, 12))]
 
@@ -107,8 +148,9 @@ def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(data_dir, hpara
     # Every partial batch takes a whole optimizer step; with few keys, few of them exist.
     batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
     lengths, sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams)
-    partial = [b for b in batches
-               if len(b["inputs"]) < sizes[lengths.index(max(b["inputs"].shape[1], b["targets"].shape[1]))]]
+    partial = [
+        b for b in batches if len(b["inputs"]) < sizes[lengths.index(max(b["inputs"].shape[1], b["targets"].shape[1]))]
+    ]
     keys = {max(b["inputs"].shape[1], b["targets"].shape[1]) for b in partial}
     assert len(partial) == len(keys)
 
@@ -125,10 +167,16 @@ def test_one_epoch_batches_every_example_exactly_once(data_dir, hparams):
     def rows(batch):
         return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"])]
 
-    batched = [row for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=3, repeat=False)
-               .as_numpy_iterator() for row in rows(batch)]
-    examples = [(tuple(e["inputs"]), tuple(e["targets"])) for e in Lengths().dataset("train", data_dir)
-                .as_numpy_iterator() if max(len(e["inputs"]), len(e["targets"])) <= 256]
+    batched = [
+        row
+        for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=3, repeat=False).as_numpy_iterator()
+        for row in rows(batch)
+    ]
+    examples = [
+        (tuple(e["inputs"]), tuple(e["targets"]))
+        for e in Lengths().dataset("train", data_dir).as_numpy_iterator()
+        if max(len(e["inputs"]), len(e["targets"])) <= 256
+    ]
     assert len(examples) == 600 and sorted(batched) == sorted(examples)
 
 
@@ -153,19 +201,25 @@ def test_max_length_zero_means_batch_size(data_dir, hparams):
     small = hparams.replace(max_length=0, batch_size=128)
     batches = list(batched_dataset(Lengths(), "train", data_dir, small, seed=1, repeat=False).as_numpy_iterator())
     assert max(b[side].size for b in batches for side in ("inputs", "targets")) <= 128
-    fitting = [e for e in Lengths().dataset("train", data_dir).as_numpy_iterator()
-               if max(len(e["inputs"]), len(e["targets"])) <= 128]
+    fitting = [
+        e
+        for e in Lengths().dataset("train", data_dir).as_numpy_iterator()
+        if max(len(e["inputs"]), len(e["targets"])) <= 128
+    ]
     assert sum(len(b["inputs"]) for b in batches) == len(fitting) > 0
 
 
 def test_only_trailing_padding_is_stripped():
     """Regrouped rows lose their padding, never an id after an interior 0."""
-    rows = tf.data.Dataset.from_tensor_slices({"inputs": [[5, 0, 7, 1], [4, 1, 0, 0]],
-                                               "targets": [[3, 1, 0, 0], [6, 0, 8, 1]]})
+    rows = tf.data.Dataset.from_tensor_slices(
+        {"inputs": [[5, 0, 7, 1], [4, 1, 0, 0]], "targets": [[3, 1, 0, 0], [6, 0, 8, 1]]}
+    )
     (batch,) = list(input_pipeline.bucket_by_length(rows, [8], [2]).as_numpy_iterator())
     pairs = sorted((tuple(i), tuple(t)) for i, t in zip(batch["inputs"], batch["targets"]))
-    assert pairs == [((4, 1, 0, 0, 0, 0, 0, 0), (6, 0, 8, 1, 0, 0, 0, 0)),
-                     ((5, 0, 7, 1, 0, 0, 0, 0), (3, 1, 0, 0, 0, 0, 0, 0))]
+    assert pairs == [
+        ((4, 1, 0, 0, 0, 0, 0, 0), (6, 0, 8, 1, 0, 0, 0, 0)),
+        ((5, 0, 7, 1, 0, 0, 0, 0), (3, 1, 0, 0, 0, 0, 0, 0)),
+    ]
 
 
 def test_dev_keeps_long_examples_in_a_fixed_order(data_dir, hparams):
@@ -178,8 +232,10 @@ def test_dev_keeps_long_examples_in_a_fixed_order(data_dir, hparams):
 
 def test_same_seed_same_batches_other_seed_other_batches(data_dir, hparams):
     def signature(seed):
-        return [b["inputs"].tobytes() + b["targets"].tobytes()
-                for b in take(batched_dataset(Lengths(), "train", data_dir, hparams, seed=seed), 8)]
+        return [
+            b["inputs"].tobytes() + b["targets"].tobytes()
+            for b in take(batched_dataset(Lengths(), "train", data_dir, hparams, seed=seed), 8)
+        ]
 
     first = signature(5)
     assert signature(5) == first
@@ -208,8 +264,12 @@ def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, hparams)
         return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"]) if t.any()]
 
     plain, padded = epoch(hparams), epoch(xla)
-    assert {(b["inputs"].shape, b["targets"].shape) for b in padded} <= {((s, n), (s, n)) for s, n in zip(sizes, lengths)}
+    assert {(b["inputs"].shape, b["targets"].shape) for b in padded} <= {
+        ((s, n), (s, n)) for s, n in zip(sizes, lengths)
+    }
     assert [examples(b) for b in padded] == [examples(b) for b in plain]
-    assert any(len(before["inputs"]) < len(after["inputs"]) for before, after in zip(plain, padded))  # whole rows were added
+    assert any(
+        len(before["inputs"]) < len(after["inputs"]) for before, after in zip(plain, padded)
+    )  # whole rows were added
     for name in ("inputs", "targets"):  # dev is not compiled: its batches stay as they were
         assert [b[name].tolist() for b in epoch(xla, "dev")] == [b[name].tolist() for b in epoch(hparams, "dev")]

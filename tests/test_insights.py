@@ -15,14 +15,14 @@ import urllib.request
 import numpy as np
 import pytest
 from absl import flags as absl_flags
-
 from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
-from t2t_lite.insights import server as insights
-from t2t_lite.train import checkpoints
-from t2t_lite.cli import insights as insights_cli
-from t2t_lite.decode.inference import DecodeHParams, translate
 from test_attention_page import page_attention
 from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
+
+from t2t_lite.cli import insights as insights_cli
+from t2t_lite.decode.inference import DecodeHParams, translate
+from t2t_lite.insights import server as insights
+from t2t_lite.train import checkpoints
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
@@ -71,17 +71,27 @@ def test_a_typed_sentence_gets_the_decoders_translation_beams_and_attention(trai
     assert shown(request(server + "?text=3%204%205")[1])[0][0]["beams"] == sentences[0]["beams"]  # GET: a link
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (b"text=", 200, "The input is empty"),
-    (b"text=%20%0A%20", 200, "The input is empty"),
-    (b"text=%FF%FE", 400, "not valid UTF-8"),
-    (b"text=\xff\xfe", 400, "not valid UTF-8"),
-    (b"text=3+x+4", 200, "Line 1: &#x27;x&#x27; is not a symbol"),
-    (urllib.parse.urlencode({"text": "1\n" + "1 " * 12}).encode(), 200,
-     "Line 2 has 13 subword ids \\(EOS included\\); this model takes at most 12"),
-    (urllib.parse.urlencode({"text": "1\n" * 17}).encode(), 200, "has 17 lines; .* at most 16"),
-    (b"text=" + b"1+" * insights.MAX_BODY_BYTES, 413, "The request has 131,077 bytes; this page takes at most 65,536"),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (b"text=", 200, "The input is empty"),
+        (b"text=%20%0A%20", 200, "The input is empty"),
+        (b"text=%FF%FE", 400, "not valid UTF-8"),
+        (b"text=\xff\xfe", 400, "not valid UTF-8"),
+        (b"text=3+x+4", 200, "Line 1: &#x27;x&#x27; is not a symbol"),
+        (
+            urllib.parse.urlencode({"text": "1\n" + "1 " * 12}).encode(),
+            200,
+            "Line 2 has 13 subword ids \\(EOS included\\); this model takes at most 12",
+        ),
+        (urllib.parse.urlencode({"text": "1\n" * 17}).encode(), 200, "has 17 lines; .* at most 16"),
+        (
+            b"text=" + b"1+" * insights.MAX_BODY_BYTES,
+            413,
+            "The request has 131,077 bytes; this page takes at most 65,536",
+        ),
+    ],
+)
 def test_input_the_model_cannot_take_gets_a_message_not_a_traceback(server, body, status, message):
     answer_status, page = request(server, body)
     assert answer_status == status
@@ -114,10 +124,12 @@ def run_insights(*argv):
 def test_cli_mistakes_are_named_before_serving(trained, tmp_path):  # noqa: F811
     _, _, data_dir, output_dir = trained
     common = (f"--data_dir={data_dir}", f"--output_dir={output_dir}")
-    cases = [((f"--output_dir={tmp_path / 'nowhere'}",), "--output_dir=.*nowhere: no such directory"),
-             ((f"--data_dir={tmp_path / 'nothing'}",), "--data_dir=.*nothing: no such directory"),
-             (("--decode_hparams=beam_size=0",), "--decode_hparams: beam_size"),
-             (("--hparams=hidden_size=64",), "ckpt-7: its weights do not fit the model these hparams build")]
+    cases = [
+        ((f"--output_dir={tmp_path / 'nowhere'}",), "--output_dir=.*nowhere: no such directory"),
+        ((f"--data_dir={tmp_path / 'nothing'}",), "--data_dir=.*nothing: no such directory"),
+        (("--decode_hparams=beam_size=0",), "--decode_hparams: beam_size"),
+        (("--hparams=hidden_size=64",), "ckpt-7: its weights do not fit the model these hparams build"),
+    ]
     for argv, message in cases:
         with pytest.raises(insights_cli.t2t_flags.UsageError, match=message):
             run_insights(*common, *argv)
@@ -134,9 +146,19 @@ def running_tool(trained):  # noqa: F811
     """t2t-insights started as a user starts it, on a free port of 127.0.0.1; yields its URL."""
     _, _, data_dir, output_dir = trained
     process = subprocess.Popen(
-        [sys.executable, os.path.join(REPO, "bin", "t2t-insights"), "--problem=algorithmic_reverse",
-         f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--port=0", "--decode_hparams=beam_size=2"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-insights"),
+            "--problem=algorithmic_reverse",
+            f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}",
+            "--port=0",
+            "--decode_hparams=beam_size=2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         deadline = time.time() + 180
         line = process.stdout.readline()

@@ -98,5 +98,6 @@ def test_gradient_is_softmax_minus_the_smoothed_target(epsilon):
         mixed = 2.0 * loss_sum + 3.0 * nll_sum  # both outputs' gradients flow together
     np.testing.assert_allclose(tape.gradient(loss_sum, variable), (probs - soft) * real, atol=1e-6)
     np.testing.assert_allclose(tape.gradient(nll_sum, variable), (probs - one_hot) * real, atol=1e-6)
-    np.testing.assert_allclose(tape.gradient(mixed, variable),
-                               (2 * (probs - soft) + 3 * (probs - one_hot)) * real, atol=1e-5)
+    np.testing.assert_allclose(
+        tape.gradient(mixed, variable), (2 * (probs - soft) + 3 * (probs - one_hot)) * real, atol=1e-5
+    )

@@ -21,12 +21,13 @@ import time
 
 import numpy as np
 import pytest
-
 from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HPARAMS = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
-           "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0")
+HPARAMS = (
+    "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
+    "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0"
+)
 # t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 60.
 FIRST_STEPS, KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 60, 10
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -80,12 +81,21 @@ def launch_workers(data_dir, output_dir, train_steps, log_dir, started):
     for index in range(2):
         log = open(os.path.join(log_dir, f"worker{index}-{time.time()}.log"), "w+")
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        command = [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
-                   "--hparams_set=transformer_tiny", f"--hparams={HPARAMS}", f"--data_dir={data_dir}",
-                   f"--output_dir={output_dir}", f"--train_steps={train_steps}",
-                   f"--save_checkpoints_steps={SAVE_EVERY}", "--schedule=train"]
-        process = subprocess.Popen(command, env=dict(ENV, TF_CONFIG=json.dumps(config)), stdout=log,
-                                   stderr=subprocess.STDOUT)
+        command = [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-trainer"),
+            "--problem=algorithmic_reverse",
+            "--hparams_set=transformer_tiny",
+            f"--hparams={HPARAMS}",
+            f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}",
+            f"--train_steps={train_steps}",
+            f"--save_checkpoints_steps={SAVE_EVERY}",
+            "--schedule=train",
+        ]
+        process = subprocess.Popen(
+            command, env=dict(ENV, TF_CONFIG=json.dumps(config)), stdout=log, stderr=subprocess.STDOUT
+        )
         process.log = log
         processes.append(process)
         started.append(process)
@@ -113,26 +123,29 @@ def kill_after_checkpoint_and_see_the_other_stop(processes, workers, output_dir,
     assert os.path.exists(checkpoint), finish(processes)[0][1][-3000:]
     processes[victim].send_signal(signal.SIGKILL)
     killed = time.time()
-    code, output = finish(processes[survivor:survivor + 1], timeout=60)[0]
+    code, output = finish(processes[survivor : survivor + 1], timeout=60)[0]
     assert time.time() - killed < 60
     assert code != 0
-    assert f"lost worker {victim} ({workers[victim]})" in output and "relaunch all of them" in output, \
-        output[-3000:]
+    assert f"lost worker {victim} ({workers[victim]})" in output and "relaunch all of them" in output, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
 
 
 def written_files(directory):
-    return sorted(os.path.relpath(os.path.join(root, name), directory)
-                  for root, _, names in os.walk(directory) for name in names)
+    return sorted(
+        os.path.relpath(os.path.join(root, name), directory) for root, _, names in os.walk(directory) for name in names
+    )
 
 
 def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(reverse_data, tmp_path, started):
     data_dir, logs = reverse_data, str(tmp_path)
     reference, output_dir = (str(tmp_path / name) for name in ("one_process", "two_workers"))
     one_process_log = open(os.path.join(logs, "one_process.log"), "w+")
-    one_process = subprocess.Popen([sys.executable, "-c", ONE_PROCESS, data_dir, reference, HPARAMS,
-                                    str(TRAIN_STEPS), str(SAVE_EVERY)], env=ENV, stdout=one_process_log,
-                                   stderr=subprocess.STDOUT)
+    one_process = subprocess.Popen(
+        [sys.executable, "-c", ONE_PROCESS, data_dir, reference, HPARAMS, str(TRAIN_STEPS), str(SAVE_EVERY)],
+        env=ENV,
+        stdout=one_process_log,
+        stderr=subprocess.STDOUT,
+    )
     one_process.log = one_process_log
     started.append(one_process)
 
@@ -147,8 +160,9 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     events = [name for name in files if name.startswith("events.out.tfevents")]
     assert len(events) == 1, files
     assert sorted(set(files) - set(events)) == sorted(
-        ["checkpoint", "hparams.json", "problem.json"] +
-        [f"ckpt-{step}.{suffix}" for step in (0, FIRST_STEPS) for suffix in ("data-00000-of-00001", "index")])
+        ["checkpoint", "hparams.json", "problem.json"]
+        + [f"ckpt-{step}.{suffix}" for step in (0, FIRST_STEPS) for suffix in ("data-00000-of-00001", "index")]
+    )
     # Worker 1 saved into a scratch directory of its own, removed when it finished.
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
 
@@ -168,6 +182,9 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     assert code == 0, output[-3000:]
     two_workers, one = logged_scalars(output_dir), logged_scalars(reference)
     assert sorted(two_workers) == [FIRST_STEPS, TRAIN_STEPS] and sorted(one) == list(range(1, TRAIN_STEPS + 1))
-    np.testing.assert_allclose([two_workers[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
-                               [one[step] for step in (FIRST_STEPS, TRAIN_STEPS)], rtol=1e-4)
+    np.testing.assert_allclose(
+        [two_workers[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
+        [one[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
+        rtol=1e-4,
+    )
     assert one[TRAIN_STEPS] < one[FIRST_STEPS]  # the updates did change the model

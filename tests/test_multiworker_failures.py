@@ -14,9 +14,17 @@ import sys
 import tempfile
 import time
 
+from test_multiworker import (
+    ENV,
+    HPARAMS,
+    REPO,
+    finish,
+    free_ports,  # noqa: F401  (started: a fixture)
+    kill_after_checkpoint_and_see_the_other_stop,
+    launch_workers,
+)
+
 from t2t_lite.train import run_lock
-from test_multiworker import (ENV, HPARAMS, REPO, finish, free_ports,  # noqa: F401  (started: a fixture)
-                              kill_after_checkpoint_and_see_the_other_stop, launch_workers, started)
 
 # worker 0 (the chief) is killed once ckpt-KILL_AFTER is written, well before TRAIN_STEPS.
 KILL_AFTER, TRAIN_STEPS = 10, 20
@@ -28,14 +36,29 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, 
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}  # worker 1 never starts
     started_at = time.time()
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
-         "--hparams_set=transformer_tiny", f"--hparams={HPARAMS}", f"--data_dir={data_dir}",
-         f"--output_dir={output_dir}", "--train_steps=10", "--schedule=train", "--cluster_start_minutes=0.25"],
-        env=dict(ENV, TF_CONFIG=json.dumps(config)), capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-trainer"),
+            "--problem=algorithmic_reverse",
+            "--hparams_set=transformer_tiny",
+            f"--hparams={HPARAMS}",
+            f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}",
+            "--train_steps=10",
+            "--schedule=train",
+            "--cluster_start_minutes=0.25",
+        ],
+        env=dict(ENV, TF_CONFIG=json.dumps(config)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]  # by its watchdog: TensorFlow held it
     assert time.time() - started_at < 120
-    assert (f"did not come together within --cluster_start_minutes=0.25: worker 0 ({workers[0]}) waited for "
-            f"worker 1 ({workers[1]})") in result.stderr, result.stderr[-3000:]
+    assert (
+        f"did not come together within --cluster_start_minutes=0.25: worker 0 ({workers[0]}) waited for "
+        f"worker 1 ({workers[1]})"
+    ) in result.stderr, result.stderr[-3000:]
     assert "relaunch all of them" in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))
 

@@ -11,22 +11,31 @@ import tensorflow as tf
 from absl.testing import flagsaver
 
 from t2t_lite import registry
-from t2t_lite.data import datagen
-from t2t_lite.cli import t2t_datagen as datagen_cli
 from t2t_lite.cli import flags
+from t2t_lite.cli import t2t_datagen as datagen_cli
+from t2t_lite.data import datagen
 from t2t_lite.problems.algorithmic import AlgorithmicReverse
 from t2t_lite.problems.translate_files import CorpusError, TranslateFiles
 
-SUBJECTS = [("the cat", "die Katze"), ("the old man", "der alte Mann"), ("my sister", "meine Schwester"),
-            ("the mayor of Zürich", "der Bürgermeister von Zürich"), ("our team", "unser Team")]
+SUBJECTS = [
+    ("the cat", "die Katze"),
+    ("the old man", "der alte Mann"),
+    ("my sister", "meine Schwester"),
+    ("the mayor of Zürich", "der Bürgermeister von Zürich"),
+    ("our team", "unser Team"),
+]
 VERBS = [("sees", "sieht"), ("likes", "mag"), ("calls", "ruft"), ("finds", "findet")]
-OBJECTS = [("the dog.", "den Hund."), ("a “good” idea.", "eine „gute“ Idee."), ("42 apples.", "42 Äpfel."),
-           ("the café.", "das Café."), ("https://example.org.", "https://example.org.")]
+OBJECTS = [
+    ("the dog.", "den Hund."),
+    ("a “good” idea.", "eine „gute“ Idee."),
+    ("42 apples.", "42 Äpfel."),
+    ("the café.", "das Café."),
+    ("https://example.org.", "https://example.org."),
+]
 
 
 def sentence_pairs():
-    return [(f"{s} {v} {o}", f"{ts} {tv} {to}")
-            for s, ts in SUBJECTS for v, tv in VERBS for o, to in OBJECTS]
+    return [(f"{s} {v} {o}", f"{ts} {tv} {to}") for s, ts in SUBJECTS for v, tv in VERBS for o, to in OBJECTS]
 
 
 class TinyFiles(TranslateFiles):
@@ -37,8 +46,10 @@ class TinyFiles(TranslateFiles):
 
 def write_corpus(tmp_dir, split, pairs):
     os.makedirs(tmp_dir, exist_ok=True)
-    with open(os.path.join(tmp_dir, split + ".src"), "w", encoding="utf-8") as src, \
-            open(os.path.join(tmp_dir, split + ".tgt"), "w", encoding="utf-8") as tgt:
+    with (
+        open(os.path.join(tmp_dir, split + ".src"), "w", encoding="utf-8") as src,
+        open(os.path.join(tmp_dir, split + ".tgt"), "w", encoding="utf-8") as tgt,
+    ):
         for source, target in pairs:
             src.write(source + "\n")
             tgt.write(target + "\n")
@@ -69,10 +80,15 @@ def read_records(path):
 def test_tensor2tensor_file_names_and_vocabulary(generated):
     _, data_dir, _ = generated
     names = sorted(os.listdir(data_dir))
-    assert names == ["raw_fingerprint.tiny_files.json",
-                     "tiny_files-dev-00000-of-00001", "tiny_files-test-00000-of-00001",
-                     "tiny_files-train-00000-of-00003", "tiny_files-train-00001-of-00003",
-                     "tiny_files-train-00002-of-00003", "vocab.tiny_files.model"]
+    assert names == [
+        "raw_fingerprint.tiny_files.json",
+        "tiny_files-dev-00000-of-00001",
+        "tiny_files-test-00000-of-00001",
+        "tiny_files-train-00000-of-00003",
+        "tiny_files-train-00001-of-00003",
+        "tiny_files-train-00002-of-00003",
+        "vocab.tiny_files.model",
+    ]
     processor = sentencepiece.SentencePieceProcessor(model_file=os.path.join(data_dir, "vocab.tiny_files.model"))
     assert TinyFiles().vocab_size(data_dir) == processor.get_piece_size()
 
@@ -89,8 +105,12 @@ def test_records_are_ids_ending_in_eos_that_decode_to_the_text(generated):
 def test_training_files_are_shuffled_and_complete(generated):
     _, data_dir, _ = generated
     vocabulary = TinyFiles().vocabulary(data_dir)
-    train = [example for name in sorted(os.listdir(data_dir)) if "-train-" in name
-             for example in read_records(os.path.join(data_dir, name))]
+    train = [
+        example
+        for name in sorted(os.listdir(data_dir))
+        if "-train-" in name
+        for example in read_records(os.path.join(data_dir, name))
+    ]
     sources = [vocabulary.decode(inputs) for inputs, _ in train]
     assert sorted(sources) == sorted([s for s, _ in sentence_pairs()[:80]] + ["spaced out"])
     assert sources != [s for s, _ in sentence_pairs()[:80]] + ["spaced out"]
@@ -158,11 +178,14 @@ def test_registered_problem_and_its_defaults():
     assert problem.eval_metrics == ["bleu"] and problem.has_inputs and problem.decode_defaults() == {}
 
 
-@pytest.mark.parametrize("source, target, message", [
-    (b"one\ntwo\nthree\n", b"eins\nzwei\n", r"train.src has 3 lines but .*train.tgt has 2.*ends at line 2"),
-    (b"", b"", r"train.src is empty"),
-    (b"ok\nbad \xff byte\n", b"gut\nschlecht\n", r"train.src:2: not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    "source, target, message",
+    [
+        (b"one\ntwo\nthree\n", b"eins\nzwei\n", r"train.src has 3 lines but .*train.tgt has 2.*ends at line 2"),
+        (b"", b"", r"train.src is empty"),
+        (b"ok\nbad \xff byte\n", b"gut\nschlecht\n", r"train.src:2: not valid UTF-8"),
+    ],
+)
 def test_bad_corpus_files_name_the_file_and_line(tmp_path, source, target, message):
     (tmp_path / "train.src").write_bytes(source)
     (tmp_path / "train.tgt").write_bytes(target)
@@ -176,9 +199,12 @@ def test_a_split_with_every_pair_dropped_is_not_written(tmp_path):
     pairs = sentence_pairs()
     write_corpus(tmp_dir, "train", pairs[:80])
     write_corpus(tmp_dir, "dev", [("", "leer"), ("nichts", "")])
-    with pytest.raises(datagen.EmptySplitError, match=r"files dev: no pair left to write; nothing written. "
-                                                      r"Dropped: 2 empty side. Check the raw dev data in "
-                                                      r"--tmp_dir=.*raw"):
+    with pytest.raises(
+        datagen.EmptySplitError,
+        match=r"files dev: no pair left to write; nothing written. "
+        r"Dropped: 2 empty side. Check the raw dev data in "
+        r"--tmp_dir=.*raw",
+    ):
         datagen.generate(TinyFiles(), data_dir, tmp_dir)
     assert not [name for name in os.listdir(data_dir) if "-dev-" in name]
     write_corpus(tmp_dir, "dev", pairs[80:85])
@@ -194,8 +220,11 @@ def test_shards_without_their_vocabulary_are_not_reused(generated, tmp_path):
     for name in os.listdir(data_dir):
         if "-train-" in name:
             tf.io.gfile.copy(os.path.join(data_dir, name), str(copy / name))
-    with pytest.raises(ValueError, match=r"holds tiny_files train files but not vocab.tiny_files.model.*Restore it, "
-                                         r"or remove"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds tiny_files train files but not vocab.tiny_files.model.*Restore it, "
+        r"or remove",
+    ):
         datagen.generate(TinyFiles(), str(copy), tmp_dir)
     assert not (copy / "vocab.tiny_files.model").exists()
 

@@ -129,6 +129,7 @@ def test_splits_never_share_a_source_sentence(locale_dir):
 
 def test_datagen_drops_untranslated_and_placeholder_only_messages(locale_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(input_pipeline, "SHUFFLE_BUFFER", 100)  # a few hundred examples: no need for 10,000
+
     class TinyGettext(TranslateEndeGettext):
         approx_vocab_size = 400
         num_shards = {"train": 1, "dev": 1, "test": 1}
@@ -139,8 +140,9 @@ def test_datagen_drops_untranslated_and_placeholder_only_messages(locale_dir, tm
     assert dropped == {datagen.DROP_IDENTICAL: 1, translate_gettext.DROP_NO_WORDS: 1}
     assert sum(report.written.values()) == len(COREUTILS) + len(TAR) + 1 + 1 - 1 - 2  # +plural +de_DE -dup -drops
     hparams = registry.hparams("transformer_tiny").replace(batch_size=64, max_length=32)
-    batch = next(batched_dataset(TinyGettext(locale_dir=locale_dir), "train", data_dir, hparams,
-                                 seed=0).as_numpy_iterator())
+    batch = next(
+        batched_dataset(TinyGettext(locale_dir=locale_dir), "train", data_dir, hparams, seed=0).as_numpy_iterator()
+    )
     assert batch["inputs"].shape[1] == batch["targets"].shape[1]
 
 

@@ -37,16 +37,21 @@ def test_random_mock_data_end_to_end(tmp_path):
 
 
 def english_first_mock(language):
-    pairs = {"train": [("A house by the lake.", {"de": "Ein Haus am See.", "fr": "Une maison au bord du lac."}),
-                       ("Good morning!", {"de": "Guten Morgen!", "fr": "Bonjour !"})],
-             "validation": [("Thank you.", {"de": "Danke.", "fr": "Merci."})],
-             "test": [("See you soon.", {"de": "Bis bald.", "fr": "À bientôt."})]}
+    pairs = {
+        "train": [
+            ("A house by the lake.", {"de": "Ein Haus am See.", "fr": "Une maison au bord du lac."}),
+            ("Good morning!", {"de": "Guten Morgen!", "fr": "Bonjour !"}),
+        ],
+        "validation": [("Thank you.", {"de": "Danke.", "fr": "Merci."})],
+        "test": [("See you soon.", {"de": "Bis bald.", "fr": "À bientôt."})],
+    }
 
     def as_dataset(self, split, **kwargs):
         rows = pairs[split]
         # The tfds config names the pair (de, en) / (fr, en): both keys, English among them.
         return tf.data.Dataset.from_tensor_slices(
-            {"en": [english for english, _ in rows], language: [other[language] for _, other in rows]})
+            {"en": [english for english, _ in rows], language: [other[language] for _, other in rows]}
+        )
 
     return as_dataset
 
@@ -80,6 +85,10 @@ def test_tfds_data_and_manual_downloads_live_in_tmp_dir(monkeypatch, tmp_path):
 
     monkeypatch.setattr(tfds, "builder", RecordingBuilder)
     assert list(TranslateEnde().text_pairs(str(tmp_path), "dev")) == [("Hello.", "Hallo.")]
-    assert calls == {"name": "wmt14_translate/de-en", "data_dir": str(tmp_path / "tensorflow_datasets"),
-                     "download_dir": str(tmp_path / "tensorflow_datasets" / "downloads"),
-                     "manual_dir": str(tmp_path / "manual"), "split": "validation"}
+    assert calls == {
+        "name": "wmt14_translate/de-en",
+        "data_dir": str(tmp_path / "tensorflow_datasets"),
+        "download_dir": str(tmp_path / "tensorflow_datasets" / "downloads"),
+        "manual_dir": str(tmp_path / "manual"),
+        "split": "validation",
+    }

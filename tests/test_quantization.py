@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.decode import beam_search, inference, quantization
-from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.hparam import HParams, HParamsError
+from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.model.transformer import Transformer
 
 VOCAB, HIDDEN = 50, 16
@@ -43,7 +43,7 @@ def test_the_pre_softmax_projection_is_the_int8_formula():
     float_layer, int8_layer = embedding_pair()
     matrix = float_layer.embeddings.numpy().astype(np.float64)
     hidden = np.random.default_rng(1).normal(size=(6, HIDDEN)).astype(np.float32)
-    matrix_q, matrix_scale = quantized_by_formula(matrix, axis=1)          # one scale per vocabulary row
+    matrix_q, matrix_scale = quantized_by_formula(matrix, axis=1)  # one scale per vocabulary row
     hidden_q, hidden_scale = quantized_by_formula(hidden.astype(np.float64), axis=1)  # one per hidden row
     expected = (hidden_q @ matrix_q.T) / (hidden_scale * matrix_scale.T)
     np.testing.assert_allclose(int8_layer.logits(tf.constant(hidden)).numpy(), expected, rtol=1e-5, atol=1e-6)
@@ -63,7 +63,9 @@ def test_the_embedding_lookup_uses_the_dequantized_rows_and_keeps_padding_zero()
 def test_the_int8_layer_keeps_int8_variables_only():
     _, int8_layer = embedding_pair()
     assert sorted((variable.name, variable.dtype) for variable in int8_layer.weights) == [
-        ("embeddings_int8", "int8"), ("embeddings_scale", "float32")]
+        ("embeddings_int8", "int8"),
+        ("embeddings_scale", "float32"),
+    ]
     with pytest.raises(NotImplementedError, match="int8"):
         embedding_pair()[0].quantize("int4")
 
@@ -71,8 +73,14 @@ def test_the_int8_layer_keeps_int8_variables_only():
 @functools.lru_cache(maxsize=None)
 def tiny_pair(mode):
     """A random tiny Transformer (float32) and its copy converted by quantize_for_decoding(mode), built once."""
-    hparams = HParams(hidden_size=32, filter_size=64, num_heads=4, num_hidden_layers=2, max_length=32,
-                      layer_prepostprocess_dropout=0.0)
+    hparams = HParams(
+        hidden_size=32,
+        filter_size=64,
+        num_heads=4,
+        num_hidden_layers=2,
+        max_length=32,
+        layer_prepostprocess_dropout=0.0,
+    )
     built = []
     for _ in range(2):
         tf.keras.utils.set_random_seed(3)
@@ -161,7 +169,7 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).
     rtol = 5e-3 if mode == "bfloat16" else 1e-4
     assert_same_beams(full_ids, full_scores, cached_ids, cached_scores, rtol)
-    assert_same_beams(xla_ids, xla_scores, cached_ids[..., :xla_ids.shape[-1]], cached_scores, rtol)
+    assert_same_beams(xla_ids, xla_scores, cached_ids[..., : xla_ids.shape[-1]], cached_scores, rtol)
 
 
 def assert_same_beams(ids, scores, expected_ids, expected_scores, rtol):
@@ -193,8 +201,13 @@ def bfloat16_by_formula(values):
 
 
 def test_the_rounding_formula_keeps_8_significant_bits():
-    assert bfloat16_by_formula([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -7, -3.0]).tolist() == [
-        1.0, 1.0, 1 + 2 ** -6, 1 + 2 ** -7, -3.0]  # ties to even both ways
+    assert bfloat16_by_formula([1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-7, -3.0]).tolist() == [
+        1.0,
+        1.0,
+        1 + 2**-6,
+        1 + 2**-7,
+        -3.0,
+    ]  # ties to even both ways
 
 
 def in_xla(function):
@@ -216,19 +229,24 @@ def test_the_bfloat16_pre_softmax_projection_and_lookup_are_the_formula_with_and
         assert logits.dtype == tf.float32
         np.testing.assert_allclose(logits.numpy(), expected, rtol=1e-5, atol=1e-6)
     ids = np.array([[3, 7, 0], [49, 1, 0]])
-    np.testing.assert_allclose(layer(tf.constant(ids)).numpy(), matrix[ids] * np.sqrt(HIDDEN) * (ids != 0)[..., None],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        layer(tf.constant(ids)).numpy(), matrix[ids] * np.sqrt(HIDDEN) * (ids != 0)[..., None], rtol=1e-6
+    )
 
 
 def test_a_bfloat16_dense_is_the_formula_with_its_float32_bias_and_activation():
     float_model, model = tiny_pair("bfloat16")
-    pairs = [(a, b) for a, b in zip(float_model._flatten_layers(), model._flatten_layers())
-             if isinstance(b, quantization.BFloat16Dense) and b.activation.__name__ == "relu" and b.bias is not None]
+    pairs = [
+        (a, b)
+        for a, b in zip(float_model._flatten_layers(), model._flatten_layers())
+        if isinstance(b, quantization.BFloat16Dense) and b.activation.__name__ == "relu" and b.bias is not None
+    ]
     assert pairs, "the FFN's first layer (ReLU, with a bias)"
     float_layer, layer = pairs[0]
     x = np.random.default_rng(2).normal(size=(3, 5, float_layer.kernel.shape[0])).astype(np.float32)
-    expected = np.maximum(bfloat16_by_formula(x) @ bfloat16_by_formula(float_layer.kernel.numpy())
-                          + float_layer.bias.numpy(), 0)
+    expected = np.maximum(
+        bfloat16_by_formula(x) @ bfloat16_by_formula(float_layer.kernel.numpy()) + float_layer.bias.numpy(), 0
+    )
     for outputs in (layer(tf.constant(x)), in_xla(layer)(tf.constant(x))):
         assert outputs.dtype == tf.float32 and outputs.shape == expected.shape
         np.testing.assert_allclose(outputs.numpy(), expected, rtol=1e-5, atol=1e-5)
@@ -239,7 +257,9 @@ def test_every_product_weight_is_bfloat16_and_the_rest_stays_float32():
     dense = [layer for layer in model._flatten_layers() if isinstance(layer, tf.keras.layers.Dense)]
     assert len(dense) == 2 * 6 + 2 * 10 and all(isinstance(layer, quantization.BFloat16Dense) for layer in dense)
     assert sorted(variable.path for variable in model.weights if variable.dtype == "bfloat16") == sorted(
-        [layer._kernel.path for layer in dense] + [f"{model.name}/shared_embedding/embeddings_bfloat16"])
+        [layer._kernel.path for layer in dense] + [f"{model.name}/shared_embedding/embeddings_bfloat16"]
+    )
     assert {variable.dtype for variable in model.weights if "norm" in variable.path or "bias" in variable.name} == {
-        "float32"}
+        "float32"
+    }
     assert len(model.weights) == len(float_model.weights)  # each float32 kernel replaced, none kept beside it

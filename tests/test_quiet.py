@@ -22,9 +22,12 @@ SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_siz
 # absl's Python format (I1122 12:48:49.842705 1406... functional_saver.py:440]), TensorFlow's
 # Python logger, the start-up notes about CUDA and oneDNN, and SentencePiece's C++ lines
 # (normalizer.cc(51) LOG(INFO) ...) from tensorflow-text's op.
-NOT_OURS = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\]|^(WARNING|INFO|ERROR):tensorflow|"
-                      r"absl::InitializeLog|cuda|cuInit|oneDNN|cpu_feature_guard|rebuild TensorFlow|"
-                      r"\.cc\(\d+\) LOG\(", re.IGNORECASE)
+NOT_OURS = re.compile(
+    r"^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\]|^(WARNING|INFO|ERROR):tensorflow|"
+    r"absl::InitializeLog|cuda|cuInit|oneDNN|cpu_feature_guard|rebuild TensorFlow|"
+    r"\.cc\(\d+\) LOG\(",
+    re.IGNORECASE,
+)
 # A translate_files problem: t2t-datagen encodes its pairs, and t2t-exporter its serving inputs,
 # with tensorflow-text's SentencePiece op, whose own SentencePiece logs each model it loads.
 USR_DIR = """
@@ -58,8 +61,13 @@ def corpus(tmp_path_factory):
 def run_tool(tool, *flags, env=None):
     environment = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
     environment.update(env or {})
-    result = subprocess.run([sys.executable, os.path.join(REPO, "bin", tool), *flags], capture_output=True,
-                            text=True, env=environment, timeout=600)
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "bin", tool), *flags],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert result.returncode == 0, f"{tool}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
 
@@ -69,14 +77,33 @@ def test_the_chain_prints_only_the_tools_own_lines(corpus):
     common = [f"--t2t_usr_dir={root}/usr", "--problem=quiet_files", f"--data_dir={root}/data"]
     lines = {
         "t2t-datagen": run_tool("t2t-datagen", *common, f"--tmp_dir={root}/tmp"),
-        "t2t-trainer": run_tool("t2t-trainer", *common, "--hparams_set=transformer_tiny", f"--hparams={SMALL}",
-                                f"--output_dir={root}/train", "--train_steps=4", "--save_checkpoints_steps=2",
-                                "--local_eval_frequency=4", "--eval_steps=1"),
+        "t2t-trainer": run_tool(
+            "t2t-trainer",
+            *common,
+            "--hparams_set=transformer_tiny",
+            f"--hparams={SMALL}",
+            f"--output_dir={root}/train",
+            "--train_steps=4",
+            "--save_checkpoints_steps=2",
+            "--local_eval_frequency=4",
+            "--eval_steps=1",
+        ),
         "t2t-avg-all": run_tool("t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2"),
-        "t2t-decoder": run_tool("t2t-decoder", *common, f"--output_dir={root}/avg", "--decode_hparams=beam_size=2",
-                                f"--decode_from_file={root}/input.txt", f"--decode_to_file={root}/output.txt"),
-        "t2t-exporter": run_tool("t2t-exporter", *common, f"--output_dir={root}/avg", f"--export_dir={root}/export",
-                                 "--decode_hparams=beam_size=2"),
+        "t2t-decoder": run_tool(
+            "t2t-decoder",
+            *common,
+            f"--output_dir={root}/avg",
+            "--decode_hparams=beam_size=2",
+            f"--decode_from_file={root}/input.txt",
+            f"--decode_to_file={root}/output.txt",
+        ),
+        "t2t-exporter": run_tool(
+            "t2t-exporter",
+            *common,
+            f"--output_dir={root}/avg",
+            f"--export_dir={root}/export",
+            "--decode_hparams=beam_size=2",
+        ),
     }
     for tool, printed in lines.items():
         assert printed, tool  # each tool reports what it did
@@ -122,8 +149,9 @@ def main(argv):
 
 app.run(main)
 """
-KEPT = (["ours: starting", "W0000 00:00:1795351719.218342    5388 some_op.cc:7] a warning of TensorFlow's"]
-        + [f"ours: line {k}" for k in range(20000)])
+KEPT = ["ours: starting", "W0000 00:00:1795351719.218342    5388 some_op.cc:7] a warning of TensorFlow's"] + [
+    f"ours: line {k}" for k in range(20000)
+]
 
 
 def fake_tool(tmp_path):
@@ -139,7 +167,7 @@ def test_the_filter_loses_nothing_however_the_tool_ends(tmp_path, ending, return
     result = subprocess.run([*command, ending], capture_output=True, text=True, env=environment, timeout=120)
     assert result.returncode == returncode and result.stdout == ""
     lines = result.stderr.splitlines()
-    assert lines[:len(KEPT) + 1] == KEPT + ["ours: last line"]
+    assert lines[: len(KEPT) + 1] == KEPT + ["ours: last line"]
     if ending == "raise":
         assert lines[len(KEPT) + 1].startswith("Traceback") and lines[-1] == "RuntimeError: boom"
     else:
@@ -150,8 +178,14 @@ def test_an_unfinished_line_shows_and_ctrl_c_leaves_the_filter_running(tmp_path)
     command, environment = fake_tool(tmp_path)
     # As at a terminal, Ctrl-C's SIGINT reaches the tool at its default disposition, whatever this test runs under
     # (a non-interactive shell starts its background jobs with SIGINT ignored, and a child would inherit that).
-    process = subprocess.Popen([*command, "progress"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
-                               start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = subprocess.Popen(
+        [*command, "progress"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     seen, progress = b"", b""
     while not seen.endswith(b"\r 100%"):
         assert select.select([process.stderr], [], [], 60)[0], seen[-200:]
@@ -191,11 +225,18 @@ print(_pywrap_util_port.IsMklEnabled(), os.environ.get("TF_ENABLE_ONEDNN_OPTS"))
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="oneDNN's switch is x86-64's")
-@pytest.mark.parametrize("name, users_choice, expected", [
-    ("t2t-probe", None, "True 1"),   # a tool: on, whatever this CPU is (TensorFlow alone: only with VNNI, BF16 or AMX)
-    ("t2t-probe", "0", "False 0"),   # the user's choice wins
-    ("probe", None, "None"),         # not a tool (a notebook, a test): TensorFlow's own default, untouched
-])
+@pytest.mark.parametrize(
+    "name, users_choice, expected",
+    [
+        (
+            "t2t-probe",
+            None,
+            "True 1",
+        ),  # a tool: on, whatever this CPU is (TensorFlow alone: only with VNNI, BF16 or AMX)
+        ("t2t-probe", "0", "False 0"),  # the user's choice wins
+        ("probe", None, "None"),  # not a tool (a notebook, a test): TensorFlow's own default, untouched
+    ],
+)
 def test_a_tool_runs_onednn_kernels_unless_the_user_chose(tmp_path, name, users_choice, expected):
     """AVX2 CPUs otherwise get Eigen's kernels: a decoding step's vocabulary projection 5x slower (AMD Zen 3)."""
     path = tmp_path / name
@@ -210,15 +251,18 @@ def test_a_tool_runs_onednn_kernels_unless_the_user_chose(tmp_path, name, users_
 
 
 def test_only_the_documented_lines_are_dropped():
-    info = ("I0000 00:00:1795351719.218342    5388 port.cc:153] oneDNN custom operations are on.\n")
-    cuinit = ("E0000 00:00:1795351723.442451    5388 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
-              "error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+    info = "I0000 00:00:1795351719.218342    5388 port.cc:153] oneDNN custom operations are on.\n"
+    cuinit = (
+        "E0000 00:00:1795351723.442451    5388 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+        "error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+    )
     banner = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
     other_error = "E0000 00:00:1795351723.442451    5388 some_kernel.cc:12] Out of memory\n"
     assert cli._dropped(info, no_driver=False) and cli._dropped(banner, no_driver=False)
     assert cli._dropped(cuinit, no_driver=True)
-    assert cli._dropped("normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n",
-                        no_driver=False)
+    assert cli._dropped(
+        "normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n", no_driver=False
+    )
     assert not cli._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
     assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
     assert not cli._dropped(other_error, no_driver=True)

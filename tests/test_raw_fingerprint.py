@@ -5,14 +5,14 @@ import os
 
 import pytest
 from absl.testing import flagsaver
-
-from t2t_lite.data import datagen, raw_fingerprint
-from t2t_lite.cli import t2t_datagen as datagen_cli
-from t2t_lite.cli import flags
-from t2t_lite.problems.translate_gettext import TranslateEndeGettext
 from test_problem import TinyFiles, sentence_pairs, write_corpus
 from test_problems_gettext import COREUTILS, TAR, write_mo
 from test_problems_parsing import TinyParsing, write_treebank
+
+from t2t_lite.cli import flags
+from t2t_lite.cli import t2t_datagen as datagen_cli
+from t2t_lite.data import datagen, raw_fingerprint
+from t2t_lite.problems.translate_gettext import TranslateEndeGettext
 
 
 def data_files(data_dir):
@@ -62,8 +62,10 @@ def test_changed_raw_files_stop_the_rerun_and_name_the_files(generated, edit, ca
     else:  # one letter changed in each file, so their sizes stay
         pairs = [("Xhe" + pairs[0][0][3:], "Xie" + pairs[0][1][3:])] + pairs[1:]
     write_corpus(tmp_dir, "train", pairs)
-    with pytest.raises(raw_fingerprint.RawDataChangedError,
-                       match=r"changed since .*\(train: train.src, train.tgt\)\. Rerun t2t-datagen with --overwrite"):
+    with pytest.raises(
+        raw_fingerprint.RawDataChangedError,
+        match=r"changed since .*\(train: train.src, train.tgt\)\. Rerun t2t-datagen with --overwrite",
+    ):
         datagen.generate(TinyFiles(), data_dir, tmp_dir)
     assert data_files(data_dir) == before  # nothing touched
 
@@ -71,8 +73,9 @@ def test_changed_raw_files_stop_the_rerun_and_name_the_files(generated, edit, ca
     assert report.written["train"] == len(pairs) and report.reused == []
     assert "--overwrite: removed" in capsys.readouterr().out
     vocabulary = TinyFiles().vocabulary(data_dir)
-    train = [vocabulary.decode(example["inputs"]) for example in
-             TinyFiles().dataset("train", data_dir).as_numpy_iterator()]
+    train = [
+        vocabulary.decode(example["inputs"]) for example in TinyFiles().dataset("train", data_dir).as_numpy_iterator()
+    ]
     assert sorted(train) == sorted(source for source, _ in pairs)
     assert datagen.generate(TinyFiles(), data_dir, tmp_dir).reused == ["train", "test"]  # recorded afresh
 
@@ -127,14 +130,18 @@ def test_gettext_catalogs_changed_installed_or_removed_stop_the_rerun(tmp_path):
     data_dir, tmp_dir = str(tmp_path / "data"), str(tmp_path / "tmp")
     first = datagen.generate(problem, data_dir, tmp_dir)
     record = raw_fingerprint.read_record(raw_fingerprint.record_path(data_dir, "tiny_gettext"))
-    assert {split: sorted(files) for split, files in record.items()} == {"train": [coreutils, tar],
-                                                                          "dev": [coreutils, tar],
-                                                                          "test": [coreutils, tar]}
+    assert {split: sorted(files) for split, files in record.items()} == {
+        "train": [coreutils, tar],
+        "dev": [coreutils, tar],
+        "test": [coreutils, tar],
+    }
     before = data_files(data_dir)
 
     write_mo(wget, [("Saving to: %s", "Wird in %s gespeichert.")])  # a package installed
-    with pytest.raises(raw_fingerprint.RawDataChangedError,
-                       match=rf"of tiny_gettext changed since .*\(dev, test, train: {wget}\)\. Rerun"):
+    with pytest.raises(
+        raw_fingerprint.RawDataChangedError,
+        match=rf"of tiny_gettext changed since .*\(dev, test, train: {wget}\)\. Rerun",
+    ):
         datagen.generate(problem, data_dir, tmp_dir)
     os.remove(wget)
     write_mo(tar, TAR[:-1] + [("Archive is compressed", "Archiv ist komprimiert")])  # upgraded
@@ -160,9 +167,11 @@ def test_a_changed_treebank_file_stops_the_rerun_naming_it(tmp_path):
     with open(os.path.join(tmp_dir, "wsj", "05", "wsj_0501.mrg"), "a") as file:
         file.write("( (S (NP-SBJ (NNP Pierre) ) (VP (VBZ sleeps) ) (. .) ))\n")
     os.rename(os.path.join(tmp_dir, "wsj", "23", "wsj_2301.mrg"), os.path.join(tmp_dir, "wsj", "23", "wsj_2302.mrg"))
-    with pytest.raises(raw_fingerprint.RawDataChangedError,
-                       match=r"in --tmp_dir=.*\(test: wsj/23/wsj_2301\.mrg, wsj/23/wsj_2302\.mrg; "
-                             r"train: wsj/05/wsj_0501\.mrg\)"):
+    with pytest.raises(
+        raw_fingerprint.RawDataChangedError,
+        match=r"in --tmp_dir=.*\(test: wsj/23/wsj_2301\.mrg, wsj/23/wsj_2302\.mrg; "
+        r"train: wsj/05/wsj_0501\.mrg\)",
+    ):
         datagen.generate(TinyParsing(), data_dir, tmp_dir)
     assert data_files(data_dir) == before
 

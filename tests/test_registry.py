@@ -9,8 +9,13 @@ from t2t_lite.hparam import HParams
 
 
 def test_builtins_are_listed():
-    assert {"transformer_base", "transformer_big", "transformer_big_enfr", "transformer_parsing",
-            "transformer_tiny"} <= set(registry.list_hparams())
+    assert {
+        "transformer_base",
+        "transformer_big",
+        "transformer_big_enfr",
+        "transformer_parsing",
+        "transformer_tiny",
+    } <= set(registry.list_hparams())
     assert "transformer" in registry.list_models()
 
 
@@ -54,14 +59,16 @@ def test_usr_dir_registers_more(tmp_path):
     package = tmp_path / "my_usr"
     package.mkdir()
     (package / "__init__.py").write_text("from . import my_sets\n")
-    (package / "my_sets.py").write_text(textwrap.dedent("""
+    (package / "my_sets.py").write_text(
+        textwrap.dedent("""
         from t2t_lite import registry
         from t2t_lite.hparam import HParams
 
         @registry.register_hparams
         def my_usr_transformer():
             return HParams(hidden_size=32, num_heads=2, filter_size=64)
-    """))
+    """)
+    )
     registry.import_usr_dir(str(package))
     assert registry.hparams("my_usr_transformer").filter_size == 64
 

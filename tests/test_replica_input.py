@@ -14,14 +14,13 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data import datagen, input_pipeline
-from t2t_lite.train import replica_input, trainer
 from t2t_lite.data.vocabulary import EOS_ID
+from t2t_lite.train import replica_input, trainer
 
 # Shard i of algorithmic_reverse holds only symbol 2 + i, so any batch row tells which file it came from;
 # the shards differ in size, so the replicas' epochs end after different numbers of batches.
 SHARD_SIZES = (150, 250, 100, 200)
-SMALL = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
-         "learning_rate_warmup_steps=10")
+SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
 
 def write_marked_shards(data_dir):
@@ -54,8 +53,14 @@ def test_one_replica_reads_every_file_epoch_after_epoch_as_batched_dataset(marke
     """
     keras.utils.set_random_seed(global_seed)
     problem = registry.problem("algorithmic_reverse")
-    epochs = [list(input_pipeline.batched_dataset(problem, "train", marked_data, hparams(), shuffle=True, repeat=False,
-                                                  seed=7 + epoch).as_numpy_iterator()) for epoch in (0, 1, 2)]
+    epochs = [
+        list(
+            input_pipeline.batched_dataset(
+                problem, "train", marked_data, hparams(), shuffle=True, repeat=False, seed=7 + epoch
+            ).as_numpy_iterator()
+        )
+        for epoch in (0, 1, 2)
+    ]
     assert {int(symbol) for batch in epochs[0] for symbol in np.unique(batch["inputs"])} == {0, 1, 2, 3, 4, 5}
     expected = [batch for batches in epochs for batch in batches]
     batches = replica_input.TrainingBatches(problem, marked_data, hparams(), 7, tf.distribute.get_strategy())
@@ -75,6 +80,7 @@ def test_closing_stops_the_pipelines_threads_at_once(marked_data):
     reference cycle; automatic collection is off here, so only close() can end its threads.
     """
     from test_trainer import live_threads, live_threads_settled
+
     problem = registry.problem("algorithmic_reverse")
 
     def read_and_close():
@@ -99,17 +105,26 @@ def test_closing_stops_the_pipelines_threads_at_once(marked_data):
 
 def test_fewer_shards_than_replicas_stop_naming_both_counts(marked_data):
     eight_replicas = types.SimpleNamespace(num_replicas_in_sync=8)
-    with pytest.raises(ValueError, match=r"holds 4 train shards of algorithmic_reverse, but training has 8 replicas.*"
-                                         r"Regenerate the data with at least 8 train shards.*or train with fewer "
-                                         r"replicas"):
-        replica_input.TrainingBatches(registry.problem("algorithmic_reverse"), marked_data, hparams(), 1,
-                                      eight_replicas)
+    with pytest.raises(
+        ValueError,
+        match=r"holds 4 train shards of algorithmic_reverse, but training has 8 replicas.*"
+        r"Regenerate the data with at least 8 train shards.*or train with fewer "
+        r"replicas",
+    ):
+        replica_input.TrainingBatches(
+            registry.problem("algorithmic_reverse"), marked_data, hparams(), 1, eight_replicas
+        )
 
 
 def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
     """max_length 1 drops every example: the pipeline would look for a batch epoch after epoch, forever."""
-    batches = replica_input.TrainingBatches(registry.problem("algorithmic_reverse"), marked_data,
-                                            hparams().replace(max_length=1), 1, tf.distribute.get_strategy())
+    batches = replica_input.TrainingBatches(
+        registry.problem("algorithmic_reverse"),
+        marked_data,
+        hparams().replace(max_length=1),
+        1,
+        tf.distribute.get_strategy(),
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"train shards 0::1 in .* give no batches"):
         batches.next()
     batches.close()
@@ -117,21 +132,33 @@ def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
 
 def logged_losses(output_dir):
     from test_trainer import logged_scalars
+
     return logged_scalars(output_dir)
 
 
 def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path, monkeypatch):
     """Earlier versions saved scalar data_epoch / data_batches_taken; such a checkpoint continues the run."""
+
     def train(output_dir, train_steps):
-        trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams(), marked_data, output_dir,
-                                   train_steps=train_steps, save_checkpoints_steps=30, schedule="train",
-                                   summary_steps=1, random_seed=3, log=lambda message: None)
+        trainer.train_and_evaluate(
+            registry.problem("algorithmic_reverse"),
+            hparams(),
+            marked_data,
+            output_dir,
+            train_steps=train_steps,
+            save_checkpoints_steps=30,
+            schedule="train",
+            summary_steps=1,
+            random_seed=3,
+            log=lambda message: None,
+        )
 
     reference = str(tmp_path / "reference")
     train(reference, 50)
 
     class ScalarPositions(replica_input.TrainingBatches):
         """The checkpoint variables as earlier versions had them: one scalar each."""
+
         def __init__(self, *args):
             super().__init__(*args)
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
@@ -151,7 +178,8 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
     assert saved.get_tensor("data_batches_taken/.ATTRIBUTES/VARIABLE_VALUE") == 30
     train(output_dir, 50)
     assert tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-50")).get_tensor(
-        "data_epoch/.ATTRIBUTES/VARIABLE_VALUE").tolist() == [1]  # the resumed run went on into the next epoch
+        "data_epoch/.ATTRIBUTES/VARIABLE_VALUE"
+    ).tolist() == [1]  # the resumed run went on into the next epoch
     resumed, expected = logged_losses(output_dir), logged_losses(reference)
     np.testing.assert_allclose([resumed[s] for s in range(31, 51)], [expected[s] for s in range(31, 51)], rtol=1e-5)
 
@@ -222,7 +250,11 @@ def test_two_replicas_read_their_own_files_and_resume_at_their_own_positions(mar
     uninterrupted = logged_losses(str(tmp_path / "uninterrupted"))
     resumed = logged_losses(str(tmp_path / "interrupted"))
     assert sorted(resumed) == sorted(uninterrupted) == list(range(1, 25))
-    np.testing.assert_allclose([resumed[s] for s in range(11, 25)], [uninterrupted[s] for s in range(11, 25)],
-                               rtol=1e-5)
-    assert any("holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
-               and "every replica starts epoch" in line for line in report["one_then_two"]), report["one_then_two"]
+    np.testing.assert_allclose(
+        [resumed[s] for s in range(11, 25)], [uninterrupted[s] for s in range(11, 25)], rtol=1e-5
+    )
+    assert any(
+        "holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
+        and "every replica starts epoch" in line
+        for line in report["one_then_two"]
+    ), report["one_then_two"]

@@ -20,12 +20,14 @@ def test_the_count_fills_the_bound_less_the_reserve_and_is_fixed_once_the_decay_
     bound = 600 * (1 - run_length.RESERVE)  # 588 s of the 10 minutes
     # (step, seconds since the start) -> the count. Updates are timed from the first measurement after
     # the settling tenth (60 s): step 10 at 100 s; then step + ⌊(588 − now) / (seconds per update since)⌋.
-    for step, now, count in [(5, 50.0, 10**6),   # settling: the first updates (start-up, compilations) are not timed
-                             (10, 100.0, 10**6),  # timed from here
-                             (20, 200.0, 20 + int((bound - 200) / 10)),    # 10 s per update: 58, decay from 39
-                             (30, 330.0, 30 + int((bound - 330) / 11.5)),  # a slower stretch: 52, decay from 33
-                             (32, 345.0, 32 + int((bound - 345) / (245 / 22))),  # 53, decay from 34
-                             (40, 420.0, 53)]:  # the decay began at step 34, between measurements: 53 stays
+    for step, now, count in [
+        (5, 50.0, 10**6),  # settling: the first updates (start-up, compilations) are not timed
+        (10, 100.0, 10**6),  # timed from here
+        (20, 200.0, 20 + int((bound - 200) / 10)),  # 10 s per update: 58, decay from 39
+        (30, 330.0, 30 + int((bound - 330) / 11.5)),  # a slower stretch: 52, decay from 33
+        (32, 345.0, 32 + int((bound - 345) / (245 / 22))),  # 53, decay from 34
+        (40, 420.0, 53),
+    ]:  # the decay began at step 34, between measurements: 53 stays
         steps.measure(step, now, str(tmp_path), lines.append)
         assert steps.end == count == int(steps.variable.numpy()), step
     assert steps.fixed and steps.decay_start == 34
@@ -119,11 +121,14 @@ def test_a_lower_train_steps_on_resume_ends_the_run_there_and_says_so(tmp_path):
     assert steps.end == 45 and "--train_steps=45 ends it before the 52 fitted" in lines[0]
 
 
-@pytest.mark.parametrize("text, restored, reason", [
-    (json.dumps({"train_steps": 52}), 32, "step 32 comes before the decay it fixed (52 steps)"),
-    (json.dumps({"train_steps": 52}), 0, "step 0 comes before the decay"),  # no checkpoint: a stale plan
-    ('{"train_ste', 40, "it cannot be read"),
-])
+@pytest.mark.parametrize(
+    "text, restored, reason",
+    [
+        (json.dumps({"train_steps": 52}), 32, "step 32 comes before the decay it fixed (52 steps)"),
+        (json.dumps({"train_steps": 52}), 0, "step 0 comes before the decay"),  # no checkpoint: a stale plan
+        ('{"train_ste', 40, "it cannot be read"),
+    ],
+)
 def test_a_plan_not_taken_up_is_moved_aside_and_the_run_fitted_anew(tmp_path, text, restored, reason):
     plan_in(tmp_path, text)
     steps, lines = fitted()
@@ -143,7 +148,9 @@ def said(warnings):
 
 def test_a_run_the_clock_stops_says_how_far_its_decay_got(tmp_path):
     steps, _ = fitted()
-    assert "ran out at step 5, before the decay began (the run was not fitted yet)" in said(steps.stopped_by_the_clock(5))
+    assert "ran out at step 5, before the decay began (the run was not fitted yet)" in said(
+        steps.stopped_by_the_clock(5)
+    )
     steps.measure(10, 100.0, str(tmp_path), print)
     steps.measure(20, 200.0, str(tmp_path), print)  # 10 s per update: the run ends at 58, the decay from 39
     assert "before the decay began (the run was fitted to 58 steps)" in said(steps.stopped_by_the_clock(30))
@@ -175,16 +182,17 @@ def test_a_bound_that_ends_the_run_inside_the_warmup_is_warned_of_at_the_first_e
     # 10 s per update, 510 s left: 9 + 51 = 60 updates, and eq. 3 rises until step 100.
     steps.measure(9, 90.0, str(tmp_path), lines.append)
     [warning] = lines
-    assert warning.startswith("WARNING: at 10 s per update --train_minutes=10 holds about 60 updates, fewer "
-                              "than eq. 3's learning_rate_warmup_steps=100"), warning
+    assert warning.startswith(
+        "WARNING: at 10 s per update --train_minutes=10 holds about 60 updates, fewer "
+        "than eq. 3's learning_rate_warmup_steps=100"
+    ), warning
     assert "never rise above 0.60 of the peak" in warning and "sqrt(W/100)" in warning
     steps.measure(20, 200.0, str(tmp_path), lines.append)  # said once
     assert len(lines) == 1 and steps.end == 10**6  # an unfitted run's length does not move
 
 
 @pytest.mark.parametrize("train_steps, warmup_steps", [(10**6, 60), (80, 100)])
-def test_no_warning_when_the_bound_holds_the_warmup_or_train_steps_ends_inside_it(tmp_path, train_steps,
-                                                                                  warmup_steps):
+def test_no_warning_when_the_bound_holds_the_warmup_or_train_steps_ends_inside_it(tmp_path, train_steps, warmup_steps):
     """The bound holds 60 updates: a 60-step warm-up ends inside it; a --train_steps of 80 inside a
     100-step warm-up is the user's choice (a smoke run), not the clock's doing."""
     steps, lines = unfitted(train_steps, warmup_steps), []
@@ -199,8 +207,10 @@ def test_a_run_the_clock_stops_inside_the_warmup_says_how_far_eq_3_rose():
     # Eq. 3 rises linearly to its peak at step 100: update 40 took 40/100 of the peak.
     noam = schedule.NoamSchedule(hidden_size=256, warmup_steps=100)
     assert float(noam(39)) / float(noam(99)) == pytest.approx(0.40)
-    assert warning == ("WARNING: --train_minutes=10 ran out at step 40, inside eq. 3's 100-step warm-up: the "
-                       "learning rate was still rising, at 0.40 of its peak.")
+    assert warning == (
+        "WARNING: --train_minutes=10 ran out at step 40, inside eq. 3's 100-step warm-up: the "
+        "learning rate was still rising, at 0.40 of its peak."
+    )
     assert steps.stopped_by_the_clock(100) == []
 
 

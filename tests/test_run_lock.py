@@ -77,8 +77,7 @@ def _try_lock(directory, barrier, results, refusals):
 def test_runs_starting_at_the_same_instant_are_refused_by_name(tmp_path):
     context = multiprocessing.get_context("fork")
     barrier, results, refusals = context.Barrier(8), context.Queue(), context.Value("i", 0)
-    processes = [context.Process(target=_try_lock, args=(str(tmp_path), barrier, results, refusals))
-                 for _ in range(8)]
+    processes = [context.Process(target=_try_lock, args=(str(tmp_path), barrier, results, refusals)) for _ in range(8)]
     for process in processes:
         process.start()
     outcomes = [results.get(timeout=60) for _ in processes]
@@ -106,8 +105,10 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_with_one_line(tmp_path):
 
 def test_a_lock_held_on_another_host_is_never_taken_over(tmp_path):
     path = write_lock(str(tmp_path), pid=dead_pid(), host="another-host")
-    with pytest.raises(run_lock.DirectoryInUse, match=f"its host cannot be checked from here, so if you are sure "
-                                                      f"that run has stopped, remove {path}"):
+    with pytest.raises(
+        run_lock.DirectoryInUse,
+        match=f"its host cannot be checked from here, so if you are sure that run has stopped, remove {path}",
+    ):
         with run_lock.directory_lock(str(tmp_path), "t2t-trainer"):
             pass
 
@@ -128,9 +129,17 @@ def test_an_empty_lock_is_a_run_starting_now_unless_it_is_old(tmp_path):
 
 # -- The tools, in separate processes --------------------------------------------------------
 def trainer_command(data_dir, output_dir, *flags):
-    return [sys.executable, os.path.join(REPO, "bin", "t2t-trainer"), "--problem=algorithmic_reverse",
-            "--hparams_set=transformer_tiny", f"--hparams={SMALL}", f"--data_dir={data_dir}",
-            f"--output_dir={output_dir}", "--schedule=train", *flags]
+    return [
+        sys.executable,
+        os.path.join(REPO, "bin", "t2t-trainer"),
+        "--problem=algorithmic_reverse",
+        "--hparams_set=transformer_tiny",
+        f"--hparams={SMALL}",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        "--schedule=train",
+        *flags,
+    ]
 
 
 def start(command):
@@ -140,8 +149,14 @@ def start(command):
 def test_two_trainers_started_together_exactly_one_trains(reverse_data, tmp_path):
     output_dir = str(tmp_path / "train")
     # Long enough (20 s of training) that the later one starts while the first holds the directory.
-    runs = [start(trainer_command(reverse_data, output_dir, "--train_steps=100000", "--train_minutes=0.33",
-                                  f"--random_seed={seed}")) for seed in (1, 2)]
+    runs = [
+        start(
+            trainer_command(
+                reverse_data, output_dir, "--train_steps=100000", "--train_minutes=0.33", f"--random_seed={seed}"
+            )
+        )
+        for seed in (1, 2)
+    ]
     results = [(run.pid, run.wait(timeout=300), *run.communicate()) for run in runs]
     winners = [result for result in results if result[1] == 0]
     losers = [result for result in results if result[1] != 0]
@@ -149,8 +164,10 @@ def test_two_trainers_started_together_exactly_one_trains(reverse_data, tmp_path
     (winner_pid, _, winner_out, _), (_, loser_code, loser_out, loser_err) = winners[0], losers[0]
     assert "Stopped after 0.33 minutes" in winner_out
     assert loser_code == 1 and "Model transformer" not in loser_out  # it did not train
-    assert (f"t2t-trainer: --output_dir: {output_dir} is in use by t2t-trainer (pid {winner_pid} on host "
-            f"{socket.gethostname()}, started ") in loser_err
+    assert (
+        f"t2t-trainer: --output_dir: {output_dir} is in use by t2t-trainer (pid {winner_pid} on host "
+        f"{socket.gethostname()}, started "
+    ) in loser_err
     assert "Traceback" not in loser_err
     assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))  # the winner released it
 
@@ -177,8 +194,17 @@ def test_a_sigkilled_trainers_directory_resumes_without_clean_up(reverse_data, t
 def test_averaging_into_a_directory_in_use_stops_at_once(tmp_path):
     output_dir = str(tmp_path / "avg")
     with run_lock.directory_lock(output_dir, "t2t-avg-all"):
-        result = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-avg-all"), f"--model_dir={tmp_path}",
-                                 f"--output_dir={output_dir}"], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO, "bin", "t2t-avg-all"),
+                f"--model_dir={tmp_path}",
+                f"--output_dir={output_dir}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 1
     assert f"t2t-avg-all: --output_dir: {output_dir} is in use by t2t-avg-all (pid {os.getpid()}" in result.stderr
     assert "Traceback" not in result.stderr
@@ -188,9 +214,19 @@ def test_exporting_into_a_directory_in_use_stops_before_loading_anything(tmp_pat
     export_dir, model_dir = str(tmp_path / "export"), str(tmp_path / "train")
     os.makedirs(model_dir)  # no checkpoint or hparams.json: the lock must stop the exporter before it reads them
     with run_lock.directory_lock(export_dir, "t2t-exporter"):
-        result = subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-exporter"),
-                                 "--problem=algorithmic_reverse", f"--data_dir={tmp_path}", f"--output_dir={model_dir}",
-                                 f"--export_dir={export_dir}"], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(REPO, "bin", "t2t-exporter"),
+                "--problem=algorithmic_reverse",
+                f"--data_dir={tmp_path}",
+                f"--output_dir={model_dir}",
+                f"--export_dir={export_dir}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 1
     assert f"t2t-exporter: --export_dir: {export_dir} is in use by t2t-exporter (pid {os.getpid()}" in result.stderr
     assert "Traceback" not in result.stderr

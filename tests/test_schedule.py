@@ -43,10 +43,19 @@ def test_linear_decay_is_off_in_the_paper_sets():
 def test_linear_decay_multiplies_eq3_over_the_last_updates():
     # tensor2tensor's linear_decay factor: min(1, (train_steps - step + 1) / decay_steps) at update `step`.
     lrate = schedule.NoamSchedule(256, 100, learning_rate=1.0, decay_steps=200, train_steps=1000)
-    for step, factor in [(1, 1.0), (100, 1.0), (801, 1.0), (802, 199 / 200), (901, 0.5), (1000, 1 / 200),
-                         (1001, 0.0), (1500, 0.0)]:
-        np.testing.assert_allclose(float(lrate(step - 1)), factor * eq3(step, 256, 100), rtol=1e-6, atol=0,
-                                   err_msg=f"step {step}")
+    for step, factor in [
+        (1, 1.0),
+        (100, 1.0),
+        (801, 1.0),
+        (802, 199 / 200),
+        (901, 0.5),
+        (1000, 1 / 200),
+        (1001, 0.0),
+        (1500, 0.0),
+    ]:
+        np.testing.assert_allclose(
+            float(lrate(step - 1)), factor * eq3(step, 256, 100), rtol=1e-6, atol=0, err_msg=f"step {step}"
+        )
 
 
 def test_linear_decay_needs_train_steps_and_keeps_its_config():

@@ -38,8 +38,9 @@ def test_dataset_shuffle_itself_fails_there_and_is_used_unchanged_elsewhere():
         tensor_seed_orders(SEEDS, lambda dataset, size, seed: dataset.shuffle(size, seed=seed))
     keras.utils.set_random_seed(3)
     unchanged = tensor_seed_orders(SEEDS, lambda dataset, size, seed: dataset.shuffle(size, seed=seed))
-    assert [order.tolist() for order in unchanged] == [order.tolist() for order in
-                                                       tensor_seed_orders(SEEDS, seeded_shuffle.shuffle)]
+    assert [order.tolist() for order in unchanged] == [
+        order.tolist() for order in tensor_seed_orders(SEEDS, seeded_shuffle.shuffle)
+    ]
 
 
 def test_every_element_once_with_the_dataset_s_structure():

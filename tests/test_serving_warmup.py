@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from t2t_lite.serve import export, serving_warmup, xla_buckets
 from test_export import DECODE, setup, xla_version_dir  # noqa: F401  (the module's trained model and its exports)
 
+from t2t_lite.serve import export, serving_warmup, xla_buckets
+
 prediction_log_pb2 = pytest.importorskip(
-    "tensorflow_serving.apis.prediction_log_pb2", reason="tensorflow-serving-api (pip install -e .[serving])")
+    "tensorflow_serving.apis.prediction_log_pb2", reason="tensorflow-serving-api (pip install -e .[serving])"
+)
 
 
 def test_prediction_log_encoding_parses_as_tf_serving_builds_it():
@@ -32,7 +33,9 @@ def test_prediction_log_encoding_parses_as_tf_serving_builds_it():
 
 def test_more_than_tf_servings_limit_is_refused(tmp_path):
     with pytest.raises(ValueError, match="at most 1000"):
-        serving_warmup.write_warmup_requests(str(tmp_path), [("serving_default", {"inputs": np.array([b""], object)})] * 1001)
+        serving_warmup.write_warmup_requests(
+            str(tmp_path), [("serving_default", {"inputs": np.array([b""], object)})] * 1001
+        )
     assert not os.path.exists(tmp_path / serving_warmup.WARMUP_FILE)
 
 
@@ -40,8 +43,11 @@ def test_more_than_tf_servings_limit_is_refused(tmp_path):
 def test_requests_cover_every_bucket_of_both_signatures(xla, setup, request):  # noqa: F811
     version_dir = request.getfixturevalue("xla_version_dir") if xla else setup["version_dir"]
     lengths = xla_buckets.length_buckets(DECODE["max_input_length"])
-    shapes = xla_buckets.bucket_shapes(DECODE["max_input_length"]) if xla else [
-        (batch, lengths[0]) for batch in xla_buckets.BATCH_BUCKETS]
+    shapes = (
+        xla_buckets.bucket_shapes(DECODE["max_input_length"])
+        if xla
+        else [(batch, lengths[0]) for batch in xla_buckets.BATCH_BUCKETS]
+    )
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert [tuple(shape) for shape in json.load(file)["warmup_requests"]["shapes"]] == shapes
     found = {}
@@ -91,12 +97,19 @@ print(json.dumps({"signatures": [r.model_spec.signature_name for r in requests],
 
 def test_replay_compiles_every_bucket_before_any_client_request(xla_version_dir, tmp_path):  # noqa: F811
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
-    process = subprocess.run([sys.executable, "-c", REPLAY_THEN_SERVE, xla_version_dir], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
+    process = subprocess.run(
+        [sys.executable, "-c", REPLAY_THEN_SERVE, xla_version_dir],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     times = json.loads(process.stdout.strip().splitlines()[-1])
-    first_of_each_shape = [seconds for seconds, signature in zip(times["replay"], times["signatures"])
-                           if signature == "serving_default"]  # the text request of a shape comes first
+    first_of_each_shape = [
+        seconds for seconds, signature in zip(times["replay"], times["signatures"]) if signature == "serving_default"
+    ]  # the text request of a shape comes first
     # A compilation of the tiny model's search takes seconds; a compiled call, milliseconds. Every request
     # after the replay must be far from paying one, whatever the machine's load.
     assert max(times["served"]) < min(first_of_each_shape) / 4, times

@@ -3,9 +3,9 @@
 import pytest
 from absl import flags as absl_flags
 
+from t2t_lite.cli import t2t_bleu as bleu_cli
 from t2t_lite.data import text_lines
 from t2t_lite.evaluate import bleu
-from t2t_lite.cli import t2t_bleu as bleu_cli
 
 
 def test_lines_end_at_newline_only(tmp_path):

@@ -25,8 +25,12 @@ def test_chunked_top_k_is_exactly_top_k_ties_and_minus_infinity_included(seed):
 def test_offset_top_k_is_exactly_top_k_of_the_sum_ties_and_minus_infinity_included(seed):
     rng = np.random.default_rng(seed)
     for _ in range(20):
-        rows, groups, k, chunk_size = (int(rng.integers(1, 4)), int(rng.integers(1, 5)), int(rng.integers(1, 9)),
-                                       int(rng.integers(2, 40)))
+        rows, groups, k, chunk_size = (
+            int(rng.integers(1, 4)),
+            int(rng.integers(1, 5)),
+            int(rng.integers(1, 9)),
+            int(rng.integers(2, 40)),
+        )
         # Half the draws have a chunk size near chunk_size that divides n (the path without the sum).
         n = chunk_size * int(rng.integers(k, 60)) if rng.random() < 0.5 else int(rng.integers(k, 2000))
         scores = rng.integers(-3, 3, size=(rows, groups, n)).astype(np.float32) / 4  # few values: many ties

@@ -42,13 +42,19 @@ def test_accumulated_micro_batches_equal_one_big_batch(reverse_data):
         real = tf.cast(big["targets"] > 0, tf.float32)
         smoothed = tf.keras.losses.categorical_crossentropy(
             tf.one_hot(big["targets"], logits.shape[-1]) * (1 - 0.1 - 0.1 / (logits.shape[-1] - 1))
-            + 0.1 / (logits.shape[-1] - 1), logits, from_logits=True)
+            + 0.1 / (logits.shape[-1] - 1),
+            logits,
+            from_logits=True,
+        )
         mean_loss = tf.reduce_sum(smoothed * real) / tf.reduce_sum(real)
-    expected = [w - g.numpy() if not isinstance(g, tf.IndexedSlices) else w - tf.convert_to_tensor(g).numpy()
-                for w, g in zip(before, tape.gradient(mean_loss, model.trainable_variables))]
+    expected = [
+        w - g.numpy() if not isinstance(g, tf.IndexedSlices) else w - tf.convert_to_tensor(g).numpy()
+        for w, g in zip(before, tape.gradient(mean_loss, model.trainable_variables))
+    ]
 
-    for got_accumulated, got_big, want in zip(updated_weights(accumulate),
-                                              updated_weights(lambda steps: steps.train_step(big)), expected):
+    for got_accumulated, got_big, want in zip(
+        updated_weights(accumulate), updated_weights(lambda steps: steps.train_step(big)), expected
+    ):
         np.testing.assert_allclose(got_accumulated, want, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(got_big, want, rtol=1e-4, atol=1e-6)
 

@@ -41,8 +41,15 @@ def logged_scalars(output_dir, tag="loss"):
 
 
 def train(data_dir, output_dir, overrides=SMALL, **kwargs):
-    options = dict(train_steps=8, eval_steps=1, save_checkpoints_steps=2, schedule="train", summary_steps=1,
-                   random_seed=3, log=lambda message: None)
+    options = dict(
+        train_steps=8,
+        eval_steps=1,
+        save_checkpoints_steps=2,
+        schedule="train",
+        summary_steps=1,
+        random_seed=3,
+        log=lambda message: None,
+    )
     options.update(kwargs)
     hparams = registry.hparams("transformer_tiny").override(overrides)
     return trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, **options)
@@ -61,12 +68,21 @@ def test_transformer_tiny_learns_algorithmic_reverse(full_reverse_data, tmp_path
     below the bounds at 600 steps trains on (the same command resumes the run) to 800, then 1,000.
     """
     hparams = registry.hparams("transformer_tiny").override(
-        "learning_rate=0.5,learning_rate_warmup_steps=100,layer_prepostprocess_dropout=0")
+        "learning_rate=0.5,learning_rate_warmup_steps=100,layer_prepostprocess_dropout=0"
+    )
     for steps in (600, 800, 1000):  # evaluated and saved once, at each end
         metrics = trainer.train_and_evaluate(
-            registry.problem("algorithmic_reverse"), hparams, full_reverse_data, str(tmp_path / "reverse"),
-            train_steps=steps, eval_steps=0, local_eval_frequency=steps, save_checkpoints_steps=steps, random_seed=1,
-            log=print)
+            registry.problem("algorithmic_reverse"),
+            hparams,
+            full_reverse_data,
+            str(tmp_path / "reverse"),
+            train_steps=steps,
+            eval_steps=0,
+            local_eval_frequency=steps,
+            save_checkpoints_steps=steps,
+            random_seed=1,
+            log=print,
+        )
         if metrics["accuracy_per_sequence"] >= 0.9 and metrics["accuracy"] >= 0.98:
             break
     assert metrics["accuracy_per_sequence"] >= 0.9, metrics
@@ -110,7 +126,8 @@ def test_training_in_process_leaves_no_input_threads_running(reverse_data, tmp_p
 # A training run in a fresh process that SIGKILLs itself inside the save of step KILL_IN_SAVE,
 # after the checkpoint's files are written and before the `checkpoint` list names them; a
 # negative value -s kills it just after the save of step s is complete.
-TRAIN_SCRIPT = """
+TRAIN_SCRIPT = (
+    """
 import sys
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management
@@ -139,19 +156,26 @@ trainer._one_update = one_slow_update
 hparams = registry.hparams("transformer_tiny").override(%r)
 trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, data_dir, output_dir, train_steps=8,
                            save_checkpoints_steps=2, schedule="train", summary_steps=1, random_seed=3)
-""" % SMALL
+"""
+    % SMALL
+)
 
 
 def start_training(data_dir, output_dir, kill_in_save=0):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.Popen([sys.executable, "-c", TRAIN_SCRIPT, data_dir, output_dir, str(kill_in_save)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", TRAIN_SCRIPT, data_dir, output_dir, str(kill_in_save)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_path):
     # The three runs to kill start together (TensorFlow's start-up overlaps); the reference trains meanwhile.
     killed_in_save, killed_outside, killed_after_save = (
-        str(tmp_path / name) for name in ("killed_in_save", "killed_outside", "killed_after_save"))
+        str(tmp_path / name) for name in ("killed_in_save", "killed_outside", "killed_after_save")
+    )
     in_save = start_training(reverse_data, killed_in_save, kill_in_save=6)
     outside = start_training(reverse_data, killed_outside)
     after_save = start_training(reverse_data, killed_after_save, kill_in_save=-4)
@@ -198,8 +222,13 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
 
 @pytest.mark.parametrize("overrides", ["activation_dtype=bfloat16", "activation_dtype=float16", "xla_compile=true"])
 def test_speed_switches_train(reverse_data, tmp_path, overrides):
-    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",learning_rate=2," + overrides, train_steps=12,
-          save_checkpoints_steps=100)
+    train(
+        reverse_data,
+        str(tmp_path / "run"),
+        overrides=SMALL + ",learning_rate=2," + overrides,
+        train_steps=12,
+        save_checkpoints_steps=100,
+    )
     losses = logged_scalars(str(tmp_path / "run"))
     # Against the first loss (about 3.1; the plateau of guessing among 12 symbols is ln 12 = 2.48): the
     # means of steps 1-3 and 10-12 were only 0.24-0.29 apart, and one loss moves by 0.1 from step to step.
@@ -229,14 +258,24 @@ def test_resuming_with_other_settings_stops_naming_them(reverse_data, tmp_path):
     train(reverse_data, output_dir, train_steps=2)
     recorded = open(os.path.join(output_dir, "hparams.json")).read()
     latest = tf.train.latest_checkpoint(output_dir)
-    with pytest.raises(checkpoints.CheckpointError,
-                       match=r"other hparams \(layer_prepostprocess_dropout 0.1 → 0.3\).*or give a new --output_dir"):
+    with pytest.raises(
+        checkpoints.CheckpointError,
+        match=r"other hparams \(layer_prepostprocess_dropout 0.1 → 0.3\).*or give a new --output_dir",
+    ):
         train(reverse_data, output_dir, overrides=SMALL + ",layer_prepostprocess_dropout=0.3", train_steps=4)
     hparams = registry.hparams("transformer_tiny").override(SMALL)
-    with pytest.raises(checkpoints.CheckpointError, match="trained with problem 'algorithmic_reverse', not "
-                                                          "'algorithmic_identity'"):
-        trainer.train_and_evaluate(registry.problem("algorithmic_identity"), hparams, reverse_data, output_dir,
-                                   train_steps=4, schedule="train", log=lambda message: None)
+    with pytest.raises(
+        checkpoints.CheckpointError, match="trained with problem 'algorithmic_reverse', not 'algorithmic_identity'"
+    ):
+        trainer.train_and_evaluate(
+            registry.problem("algorithmic_identity"),
+            hparams,
+            reverse_data,
+            output_dir,
+            train_steps=4,
+            schedule="train",
+            log=lambda message: None,
+        )
     assert open(os.path.join(output_dir, "hparams.json")).read() == recorded
     assert tf.train.latest_checkpoint(output_dir) == latest
     train(reverse_data, output_dir, train_steps=4)  # the same settings resume
@@ -248,17 +287,16 @@ def test_logged_learning_rate_is_eq3_at_the_logged_step(reverse_data, tmp_path):
     output_dir = str(tmp_path / "run")
     train(reverse_data, output_dir, train_steps=3)
     logged = logged_scalars(output_dir, "learning_rate")
-    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in (1, 2, 3)}  # SMALL: d 32, warmup 10
+    eq3 = {step: 32**-0.5 * min(step**-0.5, step * 10**-1.5) for step in (1, 2, 3)}  # SMALL: d 32, warmup 10
     assert logged == pytest.approx(eq3, rel=1e-6)
 
 
 def test_linear_decay_cools_the_last_updates_and_is_announced(reverse_data, tmp_path):
     """learning_rate_decay_steps=4 of 6 steps: updates 3-6 take 4/4, 3/4, 2/4, 1/4 of eq. 3 (t2t's linear_decay)."""
     output_dir, lines = str(tmp_path / "run"), []
-    train(reverse_data, output_dir, overrides=SMALL + ",learning_rate_decay_steps=4", train_steps=6,
-          log=lines.append)
+    train(reverse_data, output_dir, overrides=SMALL + ",learning_rate_decay_steps=4", train_steps=6, log=lines.append)
     logged = logged_scalars(output_dir, "learning_rate")
-    eq3 = {step: 32 ** -0.5 * min(step ** -0.5, step * 10 ** -1.5) for step in range(1, 7)}
+    eq3 = {step: 32**-0.5 * min(step**-0.5, step * 10**-1.5) for step in range(1, 7)}
     factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 0.75, 5: 0.5, 6: 0.25}
     assert logged == pytest.approx({step: eq3[step] * factor[step] for step in eq3}, rel=1e-6)
     assert any("from 1 to 1/4 over steps 3-6" in line for line in lines), lines
@@ -269,8 +307,13 @@ def test_bfloat16_on_a_cpu_without_its_units_is_noted(reverse_data, tmp_path, mo
     """Emulated bfloat16 is slower than float32: the log says so and how to switch (the run goes on)."""
     monkeypatch.setattr(cpu_features, "bfloat16_units", lambda cpuinfo="/proc/cpuinfo": units)
     lines = []
-    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",activation_dtype=bfloat16", train_steps=1,
-          log=lines.append)
+    train(
+        reverse_data,
+        str(tmp_path / "run"),
+        overrides=SMALL + ",activation_dtype=bfloat16",
+        train_steps=1,
+        log=lines.append,
+    )
     assert any("no bfloat16 multiply units" in line and "activation_dtype=float32" in line for line in lines) is noted
     assert (tmp_path / "run" / "ckpt-1.index").exists()
 
@@ -304,8 +347,11 @@ def test_evaluating_without_a_dev_split_stops_before_training(reverse_data, tmp_
     for path in glob.glob(os.path.join(reverse_data, "*-train-*")):
         shutil.copy(path, train_only)
     output_dir = str(tmp_path / "run")
-    with pytest.raises(ValueError, match=r"--schedule=train_and_evaluate evaluates on the dev split.*"
-                                         r"or train with --schedule=train"):
+    with pytest.raises(
+        ValueError,
+        match=r"--schedule=train_and_evaluate evaluates on the dev split.*"
+        r"or train with --schedule=train",
+    ):
         train(str(train_only), output_dir, schedule="train_and_evaluate")
     assert not os.path.exists(output_dir)
     train(str(train_only), output_dir, train_steps=2)  # schedule=train needs no dev split
@@ -344,31 +390,50 @@ def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_u
     """On a clock that advances 100 s per update, a 10-minute run's ETA is the time left of the 10 minutes."""
     messages = []
     five_step_warmup = SMALL.replace("learning_rate_warmup_steps=10", "learning_rate_warmup_steps=5")
-    train(reverse_data, str(tmp_path / "run"), overrides=five_step_warmup, train_steps=100000,
-          save_checkpoints_steps=1000, train_minutes=10, log=messages.append)
+    train(
+        reverse_data,
+        str(tmp_path / "run"),
+        overrides=five_step_warmup,
+        train_steps=100000,
+        save_checkpoints_steps=1000,
+        train_minutes=10,
+        log=messages.append,
+    )
     etas = [line.split("ETA ")[1] for line in messages if "ETA" in line]
     assert etas == ["0:08:20", "0:06:40", "0:05:00", "0:03:20", "0:01:40", "0:00:00"]  # 600 s - 100 s per step
     assert "Stopped after 10 minutes at step 6" in messages[-1]
 
 
 def test_a_bound_that_stops_the_run_inside_the_warmup_is_warned_of_early_and_at_the_stop(
-        reverse_data, tmp_path, hundred_seconds_per_update):
+    reverse_data, tmp_path, hundred_seconds_per_update
+):
     """A 20-minute bound at 100 s per update holds 12 updates of a 100-step warm-up (the Multi30k
     recipe on a slow CPU: docs/results.md). Updates are timed after the settling tenth (from update
     2, 200 s); the first estimate, after a twentieth of timed updates (update 3, 300 s), foresees
     3 + 900 / 100 = 12 updates; the stop says eq. 3 got to 12/100 of its peak. Nothing is fitted."""
     lines = []
-    train(reverse_data, str(tmp_path / "run"),
-          overrides=SMALL.replace("learning_rate_warmup_steps=10", "learning_rate_warmup_steps=100"),
-          train_steps=100000, save_checkpoints_steps=1000, train_minutes=20, summary_steps=100, log=lines.append)
+    train(
+        reverse_data,
+        str(tmp_path / "run"),
+        overrides=SMALL.replace("learning_rate_warmup_steps=10", "learning_rate_warmup_steps=100"),
+        train_steps=100000,
+        save_checkpoints_steps=1000,
+        train_minutes=20,
+        summary_steps=100,
+        log=lines.append,
+    )
     warnings = [line for line in lines if line.startswith("WARNING")]
     assert len(warnings) == 2, lines
-    assert warnings[0].startswith("WARNING: at 100 s per update --train_minutes=20 holds about 12 updates, fewer "
-                                  "than eq. 3's learning_rate_warmup_steps=100"), warnings
+    assert warnings[0].startswith(
+        "WARNING: at 100 s per update --train_minutes=20 holds about 12 updates, fewer "
+        "than eq. 3's learning_rate_warmup_steps=100"
+    ), warnings
     assert lines.index(warnings[0]) < lines.index(next(line for line in lines if line.startswith("Stopped after")))
     assert "Stopped after 20 minutes at step 12" in lines[-2]
-    assert lines[-1] == ("WARNING: --train_minutes=20 ran out at step 12, inside eq. 3's 100-step warm-up: the "
-                         "learning rate was still rising, at 0.12 of its peak.")
+    assert lines[-1] == (
+        "WARNING: --train_minutes=20 ran out at step 12, inside eq. 3's 100-step warm-up: the "
+        "learning rate was still rising, at 0.12 of its peak."
+    )
 
 
 def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, tmp_path, monkeypatch):
@@ -381,45 +446,68 @@ def test_a_run_fitted_to_train_minutes_ends_its_decay_inside_them(reverse_data, 
     clock_per_update(monkeypatch, lambda update: 100.0 if update <= 2 else 60.0 if update <= 6 else 40.0)
     overrides = SMALL + ",learning_rate_decay_steps=5"
     fitted, lines = str(tmp_path / "fitted"), []
-    fitting = dict(overrides=overrides, train_steps=100000, train_minutes=20, fit_train_steps_to_minutes=True,
-                   summary_steps=10, save_checkpoints_steps=5)
+    fitting = dict(
+        overrides=overrides,
+        train_steps=100000,
+        train_minutes=20,
+        fit_train_steps_to_minutes=True,
+        summary_steps=10,
+        save_checkpoints_steps=5,
+    )
     train(reverse_data, fitted, log=lines.append, **fitting)
     assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
     assert not any("Stopped after" in line for line in lines)
-    assert any(line.startswith("Fitting the run to --train_minutes=20") and "ends at step 18 " in line
-               for line in lines), lines
+    assert any(
+        line.startswith("Fitting the run to --train_minutes=20") and "ends at step 18 " in line for line in lines
+    ), lines
     fixing = [i for i, line in enumerate(lines) if "The decay began at step 19 and ends the run at step 23" in line]
     assert fixing and fixing[0] < next(i for i, line in enumerate(lines) if line.startswith("step 20/23 "))
     assert lines.index(next(line for line in lines if line.startswith("Fitting"))) < next(
-        i for i, line in enumerate(lines) if line.startswith("step 10/"))
+        i for i, line in enumerate(lines) if line.startswith("step 10/")
+    )
 
     replayed = str(tmp_path / "replayed")
     train(reverse_data, replayed, overrides=overrides, train_steps=23, save_checkpoints_steps=5)
     weights = [name for name, _ in tf.train.list_variables(replayed + "/ckpt-23") if name.startswith("model/")]
     assert weights
     for name in weights:
-        np.testing.assert_allclose(tf.train.load_variable(fitted + "/ckpt-23", name),
-                                   tf.train.load_variable(replayed + "/ckpt-23", name), rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            tf.train.load_variable(fitted + "/ckpt-23", name),
+            tf.train.load_variable(replayed + "/ckpt-23", name),
+            rtol=1e-6,
+            err_msg=name,
+        )
 
     lines.clear()
     train(reverse_data, fitted, log=lines.append, **fitting)
     assert tf.train.latest_checkpoint(fitted).endswith("ckpt-23")
-    assert any("Resuming inside the decay fitted by an earlier process: the run ends at step 23" in line
-               for line in lines), lines
+    assert any(
+        "Resuming inside the decay fitted by an earlier process: the run ends at step 23" in line for line in lines
+    ), lines
 
 
-def test_a_fitted_run_the_clock_stops_inside_its_decay_says_how_far_the_decay_got(reverse_data, tmp_path,
-                                                                                  monkeypatch):
+def test_a_fitted_run_the_clock_stops_inside_its_decay_says_how_far_the_decay_got(reverse_data, tmp_path, monkeypatch):
     """As above until the decay fixes the count at 23 (step 19, 960 s); then updates of 300 s: the
     20th ends at 1,260 s, past the 1,200 s bound, having taken (23 + 1 − 20) / 5 of eq. 3."""
-    clock_per_update(monkeypatch, lambda update: (100.0 if update <= 2 else 60.0 if update <= 6 else
-                                                  40.0 if update <= 19 else 300.0))
+    clock_per_update(
+        monkeypatch, lambda update: 100.0 if update <= 2 else 60.0 if update <= 6 else 40.0 if update <= 19 else 300.0
+    )
     lines = []
-    train(reverse_data, str(tmp_path / "run"), overrides=SMALL + ",learning_rate_decay_steps=5", train_steps=100000,
-          train_minutes=20, fit_train_steps_to_minutes=True, summary_steps=10, log=lines.append)
+    train(
+        reverse_data,
+        str(tmp_path / "run"),
+        overrides=SMALL + ",learning_rate_decay_steps=5",
+        train_steps=100000,
+        train_minutes=20,
+        fit_train_steps_to_minutes=True,
+        summary_steps=10,
+        log=lines.append,
+    )
     assert "Stopped after 20 minutes at step 20" in lines[-2]
-    assert lines[-1].startswith("WARNING: --train_minutes=20 ran out at step 20 of the 23 fitted, with the decay "
-                                "at 0.80 of eq. 3's rate instead of 1/5"), lines[-2:]
+    assert lines[-1].startswith(
+        "WARNING: --train_minutes=20 ran out at step 20 of the 23 fitted, with the decay "
+        "at 0.80 of eq. 3's rate instead of 1/5"
+    ), lines[-2:]
 
 
 def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, tmp_path):
@@ -442,52 +530,142 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(rev
 def test_checkpoint_path_resumes_the_run_from_an_earlier_checkpoint(reverse_data, tmp_path, capsys):
     output_dir = str(tmp_path / "run")
     train(reverse_data, output_dir)  # ckpt-0, 2, 4, 6, 8
-    run_cli(["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={SMALL}",
-             f"--data_dir={reverse_data}", f"--output_dir={output_dir}", "--schedule=train", "--train_steps=6",
-             "--save_checkpoints_steps=2", "--random_seed=3", f"--checkpoint_path={output_dir}/ckpt-4"])
+    run_cli(
+        [
+            "--problem=algorithmic_reverse",
+            "--hparams_set=transformer_tiny",
+            f"--hparams={SMALL}",
+            f"--data_dir={reverse_data}",
+            f"--output_dir={output_dir}",
+            "--schedule=train",
+            "--train_steps=6",
+            "--save_checkpoints_steps=2",
+            "--random_seed=3",
+            f"--checkpoint_path={output_dir}/ckpt-4",
+        ]
+    )
     out = capsys.readouterr().out
     assert "Moved ckpt-6, ckpt-8 to" in out and f"Restored {output_dir}/ckpt-4 (step 4)" in out
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-6")
     assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(output_dir, "set_aside", "*", "*.index"))) == [
-        "ckpt-6.index", "ckpt-8.index"]
+        "ckpt-6.index",
+        "ckpt-8.index",
+    ]
 
 
 def run_cli(argv):
     from absl import flags as absl_flags
 
     from t2t_lite.cli import t2t_trainer as trainer_cli
+
     absl_flags.FLAGS.unparse_flags()
     absl_flags.FLAGS(["t2t-trainer"] + argv)
     trainer_cli.main([])
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"], "--problem"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny", "--data_dir=d", "--output_dir=o"],
-     "--hparams_set"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--hparams=num_head=2", "--data_dir=d",
-      "--output_dir=o"], "--hparams"),
-    (["--problem=algorithmic_revers", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"],
-     "--problem"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--train_steps=0"], "--train_steps"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--worker_gpu=64"], "--worker_gpu"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--generate_data"], "--tmp_dir"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--model=transformr"], "--model"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=absent", "--output_dir=o"],
-     "--data_dir=absent: no such directory"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=a_file"],
-     "--output_dir=a_file: is a file; give a directory"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--checkpoint_path=o/ckpt-5"], r"--checkpoint_path: o/ckpt-5: not a checkpoint \(no o/ckpt-5.index\)"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--save_checkpoints_secs=-1"], "--save_checkpoints_secs"),
-    (["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o",
-      "--fit_train_steps_to_minutes", "--train_minutes=5"], "--fit_train_steps_to_minutes.*learning_rate_decay_steps"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"], "--problem"),
+        (
+            ["--problem=algorithmic_reverse", "--hparams_set=transformer_tinny", "--data_dir=d", "--output_dir=o"],
+            "--hparams_set",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--hparams=num_head=2",
+                "--data_dir=d",
+                "--output_dir=o",
+            ],
+            "--hparams",
+        ),
+        (
+            ["--problem=algorithmic_revers", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=o"],
+            "--problem",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--train_steps=0",
+            ],
+            "--train_steps",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--worker_gpu=64",
+            ],
+            "--worker_gpu",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--generate_data",
+            ],
+            "--tmp_dir",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--model=transformr",
+            ],
+            "--model",
+        ),
+        (
+            ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=absent", "--output_dir=o"],
+            "--data_dir=absent: no such directory",
+        ),
+        (
+            ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", "--data_dir=d", "--output_dir=a_file"],
+            "--output_dir=a_file: is a file; give a directory",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--checkpoint_path=o/ckpt-5",
+            ],
+            r"--checkpoint_path: o/ckpt-5: not a checkpoint \(no o/ckpt-5.index\)",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--save_checkpoints_secs=-1",
+            ],
+            "--save_checkpoints_secs",
+        ),
+        (
+            [
+                "--problem=algorithmic_reverse",
+                "--hparams_set=transformer_tiny",
+                "--data_dir=d",
+                "--output_dir=o",
+                "--fit_train_steps_to_minutes",
+                "--train_minutes=5",
+            ],
+            "--fit_train_steps_to_minutes.*learning_rate_decay_steps",
+        ),
+    ],
+)
 def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, argv, flag):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d").mkdir()
@@ -500,6 +678,7 @@ def test_bad_flags_stop_before_any_work_naming_the_flag(tmp_path, monkeypatch, a
 
 def test_schedule_flag_accepts_only_t2t_names():
     from absl import flags as absl_flags
+
     with pytest.raises(absl_flags.IllegalFlagValueError, match="schedule"):
         run_cli(["--schedule=continuous_train_and_eval"])
 
@@ -518,9 +697,12 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     data_dir, output_dir = str(tmp_path / "data"), str(tmp_path / "train")
     with tfds.testing.mock_data(num_examples=24):
         datagen.generate(TinyEnde(), data_dir, str(tmp_path / "tmp"))
-    hparams = registry.hparams("transformer_tiny").override(SMALL.replace("batch_size=128", "batch_size=512") + ",max_length=64")
-    metrics = trainer.train_and_evaluate(TinyEnde(), hparams, data_dir, output_dir, train_steps=1, eval_steps=1,
-                                         log=lambda message: None)
+    hparams = registry.hparams("transformer_tiny").override(
+        SMALL.replace("batch_size=128", "batch_size=512") + ",max_length=64"
+    )
+    metrics = trainer.train_and_evaluate(
+        TinyEnde(), hparams, data_dir, output_dir, train_steps=1, eval_steps=1, log=lambda message: None
+    )
     assert set(metrics) >= {"loss", "perplexity", "accuracy"} and np.isfinite(metrics["loss"])
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-1")
     info = checkpoints.read_problem_info(output_dir)

@@ -98,8 +98,9 @@ def test_changing_padded_source_tokens_changes_no_logits():
 
 
 @pytest.mark.parametrize("preallocated", [False, True], ids=["growing-cache", "preallocated-cache"])
-@pytest.mark.parametrize("overrides", [{}, {"norm_position": "pre"}, {"pos": "emb"},
-                                       {"shared_embedding_and_softmax_weights": False}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"norm_position": "pre"}, {"pos": "emb"}, {"shared_embedding_and_softmax_weights": False}]
+)
 def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocated):
     model = tiny(**overrides)
     features = random_batch(np.random.default_rng(2))
@@ -119,7 +120,9 @@ def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocate
     assert self_cache["v"].shape[2] == positions
     # Preallocated, the keys are kept transposed ([.., depth, positions]) for a plain QKᵀ product.
     assert (self_cache["k_transposed"].shape[2:] if preallocated else self_cache["k"].shape[2:4][::-1]) == (
-        self_cache["v"].shape[3], positions)
+        self_cache["v"].shape[3],
+        positions,
+    )
 
 
 def test_beam_slots_follow_hypotheses_that_beam_search_reorders():
@@ -169,9 +172,12 @@ def test_a_dropped_symbol_is_padding_in_the_encoder_and_the_decoder_inputs():
 
 def test_symbol_dropout_adds_only_its_seed_to_the_checkpoint_layout():
     """Every weight keeps its name and shape with word dropout on; off (every set), nothing is added."""
+
     def layout(model):  # variable paths without the model's and layers' uniquifying suffixes
-        return collections.Counter((re.sub(r"_\d+", "", v.path.split("/", 1)[1]), tuple(v.shape))
-                                   for v in model.variables)
+        return collections.Counter(
+            (re.sub(r"_\d+", "", v.path.split("/", 1)[1]), tuple(v.shape)) for v in model.variables
+        )
+
     off, on = layout(tiny()), layout(tiny(symbol_dropout=0.1))
     assert on - off == collections.Counter({("seed_generator_state", (2,)): 1})
     assert not off - on

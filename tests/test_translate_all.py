@@ -18,11 +18,11 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data import datagen
+from t2t_lite.data.text_lines import read_lines
 from t2t_lite.decode import inference
+from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.insights import translate_all
 from t2t_lite.train import checkpoints
-from t2t_lite.decode.inference import DecodeHParams
-from t2t_lite.data.text_lines import read_lines
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
@@ -73,27 +73,56 @@ def translator(problem, data_dir):
 def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_path):
     problem, _, _, data_dir, model_dir, source = run
     messages, model_dir_before = [], sorted(os.listdir(model_dir))
-    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
-                                          str(tmp_path), min_steps=10, average_last_n=2, log=messages.append)
+    written = translate_all.translate_all(
+        translator(problem, data_dir),
+        model_dir,
+        source,
+        SOURCE_LINES,
+        str(tmp_path),
+        min_steps=10,
+        average_last_n=2,
+        log=messages.append,
+    )
     expected = [str(tmp_path / name) for name in ("src.txt-10", "src.txt-20", "src.txt-avg2-20")]
     assert written == expected
     assert "ckpt-0: below --min_steps=10, skipped." in messages
     for step in (10, 20):  # one model, its weights replaced per step = a model loaded per step
         assert read_lines(str(tmp_path / f"src.txt-{step}")) == fresh_decode(
-            problem, data_dir, os.path.join(model_dir, f"ckpt-{step}"))
+            problem, data_dir, os.path.join(model_dir, f"ckpt-{step}")
+        )
     assert read_lines(expected[0]) != read_lines(expected[1])
     average = str(tmp_path / "avg2" / "ckpt-20")  # the average lives in a directory of translations_dir
     assert read_lines(expected[2]) == fresh_decode(problem, data_dir, average)
-    averaged_weight = tf.train.load_checkpoint(average).get_tensor("model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE")
-    np.testing.assert_allclose(averaged_weight, np.mean(
-        [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{step}")).get_tensor(
-            "model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE") for step in (10, 20)], axis=0), rtol=1e-6)
+    averaged_weight = tf.train.load_checkpoint(average).get_tensor(
+        "model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE"
+    )
+    np.testing.assert_allclose(
+        averaged_weight,
+        np.mean(
+            [
+                tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{step}")).get_tensor(
+                    "model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE"
+                )
+                for step in (10, 20)
+            ],
+            axis=0,
+        ),
+        rtol=1e-6,
+    )
     assert sorted(os.listdir(model_dir)) == model_dir_before  # nothing written beside the run's checkpoints
 
     messages.clear()
     before = {path: os.stat(path).st_mtime_ns for path in expected}
-    again = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
-                                        str(tmp_path), min_steps=10, average_last_n=2, log=messages.append)
+    again = translate_all.translate_all(
+        translator(problem, data_dir),
+        model_dir,
+        source,
+        SOURCE_LINES,
+        str(tmp_path),
+        min_steps=10,
+        average_last_n=2,
+        log=messages.append,
+    )
     assert again == [] and {path: os.stat(path).st_mtime_ns for path in expected} == before
     assert sum("exists already, skipped" in message for message in messages) == 3
 
@@ -102,10 +131,19 @@ def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_i
     """quantize=int8: each checkpoint's float32 weights are quantized anew (an int8 model takes no checkpoint)."""
     problem, _, _, data_dir, model_dir, source = run
     int8 = dataclasses.replace(SETTINGS, quantize="int8")
-    translate_all.translate_all(translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
-                                model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=lambda _: None)
+    translate_all.translate_all(
+        translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
+        model_dir,
+        source,
+        SOURCE_LINES,
+        str(tmp_path),
+        min_steps=10,
+        log=lambda _: None,
+    )
     # The second checkpoint is the one a reused int8 model would get wrong (the first is loaded fresh anyway).
-    model = inference.load_model_for_decoding(problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8")
+    model = inference.load_model_for_decoding(
+        problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8"
+    )
     alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
     assert read_lines(str(tmp_path / "src.txt-20")) == [t.hypotheses[0] for t in alone]
     assert read_lines(str(tmp_path / "src.txt-10")) != read_lines(str(tmp_path / "src.txt-20"))
@@ -123,13 +161,21 @@ def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path,
 
     monkeypatch.setattr(inference, "translate", interrupted_on_second_checkpoint)
     with pytest.raises(KeyboardInterrupt):
-        translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES, str(tmp_path),
-                                    min_steps=10, log=lambda message: None)
+        translate_all.translate_all(
+            translator(problem, data_dir),
+            model_dir,
+            source,
+            SOURCE_LINES,
+            str(tmp_path),
+            min_steps=10,
+            log=lambda message: None,
+        )
     assert os.listdir(tmp_path) == ["src.txt-10"]
     monkeypatch.setattr(inference, "translate", real_translate)
     messages = []
-    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
-                                          str(tmp_path), min_steps=10, log=messages.append)
+    written = translate_all.translate_all(
+        translator(problem, data_dir), model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=messages.append
+    )
     assert written == [str(tmp_path / "src.txt-20")]
     assert any(message.startswith("ckpt-10: ") and message.endswith("exists already, skipped.") for message in messages)
 
@@ -151,9 +197,16 @@ def test_waits_for_checkpoints_written_while_it_runs(run, tmp_path, monkeypatch)
 
     monkeypatch.setattr(translate_all, "POLL_SECONDS", 0.1)
     monkeypatch.setattr(time, "sleep", training_meanwhile)
-    written = translate_all.translate_all(translator(problem, data_dir), training_dir, source, SOURCE_LINES,
-                                          str(tmp_path / "out"), min_steps=10, wait_minutes=0.02,
-                                          log=lambda message: None)
+    written = translate_all.translate_all(
+        translator(problem, data_dir),
+        training_dir,
+        source,
+        SOURCE_LINES,
+        str(tmp_path / "out"),
+        min_steps=10,
+        wait_minutes=0.02,
+        log=lambda message: None,
+    )
     assert written == [str(tmp_path / "out" / name) for name in ("src.txt-10", "src.txt-20", "src.txt-30")]
     assert read_lines(written[-1]) == fresh_decode(problem, data_dir, os.path.join(training_dir, "ckpt-30"))
 
@@ -163,25 +216,35 @@ def test_a_checkpoint_deleted_before_its_turn_is_skipped_and_said(run, tmp_path,
     listed = checkpoints.all_checkpoints(model_dir)
     monkeypatch.setattr(checkpoints, "all_checkpoints", lambda directory: listed + [listed[-1][:-2] + "25"])
     messages = []
-    written = translate_all.translate_all(translator(problem, data_dir), model_dir, source, SOURCE_LINES,
-                                          str(tmp_path), min_steps=20, log=messages.append)
+    written = translate_all.translate_all(
+        translator(problem, data_dir), model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=20, log=messages.append
+    )
     assert written == [str(tmp_path / "src.txt-20")]
     assert "ckpt-25: deleted by the trainer (--keep_checkpoint_max) before it could be translated, skipped." in messages
 
 
 def translate_all_tool(*argv):
-    return subprocess.run([sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *argv],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *argv], capture_output=True, text=True
+    )
 
 
 def test_the_tool_translates_then_skips_what_is_done(run, tmp_path):
     problem, _, _, data_dir, model_dir, source = run
-    argv = ["--problem=algorithmic_reverse", f"--data_dir={data_dir}", f"--model_dir={model_dir}",
-            f"--source={source}", f"--translations_dir={tmp_path}", "--min_steps=20",
-            "--decode_hparams=beam_size=2,alpha=0.6,extra_length=3"]
+    argv = [
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--model_dir={model_dir}",
+        f"--source={source}",
+        f"--translations_dir={tmp_path}",
+        "--min_steps=20",
+        "--decode_hparams=beam_size=2,alpha=0.6,extra_length=3",
+    ]
     first = translate_all_tool(*argv)
     assert first.returncode == 0, first.stderr
-    assert read_lines(str(tmp_path / "src.txt-20")) == fresh_decode(problem, data_dir, os.path.join(model_dir, "ckpt-20"))
+    assert read_lines(str(tmp_path / "src.txt-20")) == fresh_decode(
+        problem, data_dir, os.path.join(model_dir, "ckpt-20")
+    )
     second = translate_all_tool(*argv)
     assert second.returncode == 0 and "ckpt-20: " in second.stdout and "exists already, skipped." in second.stdout
 
@@ -201,9 +264,18 @@ def test_the_tool_names_the_flag_or_file_line_of_bad_input(run, tmp_path):
         ([f"--model_dir={model_dir}", f"--source={latin1}"], f"--source: {latin1}:2: not valid UTF-8"),
     ]
     # The four runs are independent: started together, their TensorFlow start-ups overlap.
-    started = [(subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *common, *argv],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), message)
-               for argv, message in cases]
+    started = [
+        (
+            subprocess.Popen(
+                [sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *common, *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+            message,
+        )
+        for argv, message in cases
+    ]
     for process, message in started:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 1 and "Traceback" not in stderr

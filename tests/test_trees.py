@@ -57,8 +57,7 @@ def test_linearization_of_the_papers_example():
 def test_punctuation_tags_survive_linearization_other_tags_become_xx():
     tree = trees.clean(trees.read_trees(MRG_TEXT)[1])
     assert trees.linearize(tree) == (
-        "(S (NP XX )NP (VP XX (SBAR (S (NP XX )NP (VP XX (PP XX XX XX XX )PP )VP )S )SBAR )VP "
-        ", `` (NP XX )NP '' . )S"
+        "(S (NP XX )NP (VP XX (SBAR (S (NP XX )NP (VP XX (PP XX XX XX XX )PP )VP )S )SBAR )VP , `` (NP XX )NP '' . )S"
     )
 
 
@@ -73,20 +72,25 @@ def test_tree_to_linearization_to_tree_is_exact():
 def test_an_outer_bracket_over_several_constituents_becomes_top():
     """Some treebank trees put two constituents under the empty outer bracket; both must round-trip."""
     (tree,) = trees.read_trees("( (S (NP (NN a)) (VP (VBZ runs))) (. .) )")
-    assert tree.label == "TOP" and [child.label if isinstance(child, Tree) else child for child in tree.children] \
-        == ["S", (".", ".")]
+    assert tree.label == "TOP" and [child.label if isinstance(child, Tree) else child for child in tree.children] == [
+        "S",
+        (".", "."),
+    ]
     assert trees.linearize(tree) == "(TOP (S (NP XX )NP (VP XX )VP )S . )TOP"
     assert trees.delinearize(trees.linearize(tree), trees.words(tree)) == trees.normalize_tags(tree)
 
 
-@pytest.mark.parametrize("text, words, message", [
-    ("(S (NP XX )VP )S", ["a"], "expected"),
-    ("(S (NP XX )NP", ["a"], "never closed"),
-    ("(S XX XX )S", ["a"], "more leaves"),
-    ("(S XX )S", ["a", "b"], "1 leaves for 2 words"),
-    ("(S XX )S (S XX )S", ["a", "b"], "continues after"),
-    ("XX", ["a"], "outside any bracket"),
-])
+@pytest.mark.parametrize(
+    "text, words, message",
+    [
+        ("(S (NP XX )VP )S", ["a"], "expected"),
+        ("(S (NP XX )NP", ["a"], "never closed"),
+        ("(S XX XX )S", ["a"], "more leaves"),
+        ("(S XX )S", ["a", "b"], "1 leaves for 2 words"),
+        ("(S XX )S (S XX )S", ["a", "b"], "continues after"),
+        ("XX", ["a"], "outside any bracket"),
+    ],
+)
 def test_delinearize_rejects_malformed_text(text, words, message):
     with pytest.raises(ValueError, match=message):
         trees.delinearize(text, words)

@@ -6,8 +6,16 @@ import pytest
 import sentencepiece
 import tensorflow as tf
 
-from t2t_lite.data.vocabulary import (EOS_ID, PAD_ID, UNK_ID, SymbolVocabulary, Vocabulary, normalize_text,
-                                 normalize_text_in_graph,                                  train_vocabulary)
+from t2t_lite.data.vocabulary import (
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    SymbolVocabulary,
+    Vocabulary,
+    normalize_text,
+    normalize_text_in_graph,
+    train_vocabulary,
+)
 
 TRAINING_TEXT = [
     "The committee approved the budget for 2014 after a long debate.",

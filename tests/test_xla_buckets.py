@@ -27,10 +27,12 @@ def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_
 def row_function(seen_shapes):
     """A stand-in for the compiled search that records its input shapes; each row's result depends on that
     row alone (ids: the row doubled, beam 2; score: the row's sum), as the beam search's does."""
+
     def decode_fn(batch):
         seen_shapes.add(tuple(batch.shape))
         sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
         return tf.stack([batch * 2, batch * 3], axis=1), tf.stack([sums, -sums], axis=1)
+
     return decode_fn
 
 
@@ -39,8 +41,9 @@ def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, lengt
     max_input_length, output_length = 40, 48
     seen_shapes = set()
     inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
-    decode = tf.function(lambda batch: xla_buckets.decode_in_buckets(
-        row_function(seen_shapes), batch, max_input_length, output_length))
+    decode = tf.function(
+        lambda batch: xla_buckets.decode_in_buckets(row_function(seen_shapes), batch, max_input_length, output_length)
+    )
     ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
     expected = np.zeros((rows, output_length), np.int32)
     expected[:, :length] = inputs * 2

@@ -55,7 +55,9 @@ import signal
 import sys
 import time
 
-from absl import app, flags as absl_flags, logging as absl_logging
+from absl import app
+from absl import flags as absl_flags
+from absl import logging as absl_logging
 
 from t2t_lite.train import cpu_features
 
@@ -83,14 +85,17 @@ def _user_asked_for_logs() -> bool:
 
 
 def _dropped(line: str, no_driver: bool) -> bool:
-    return (line.rstrip("\n") == _ABSL_BANNER or bool(_ABSL_INFO_LINE.match(line))
-            or bool(_SENTENCEPIECE_INFO_LINE.match(line))
-            or (no_driver and bool(_NO_DRIVER_CUINIT.match(line))))
+    return (
+        line.rstrip("\n") == _ABSL_BANNER
+        or bool(_ABSL_INFO_LINE.match(line))
+        or bool(_SENTENCEPIECE_INFO_LINE.match(line))
+        or (no_driver and bool(_NO_DRIVER_CUINIT.match(line)))
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _forward(read_end: int, no_driver: bool) -> None:
@@ -107,8 +112,9 @@ def _forward(read_end: int, no_driver: bool) -> None:
         if not chunk:
             break
         *lines, rest = (unfinished + chunk).split(b"\n")
-        _write_all(2, b"".join(line + b"\n" for line in lines
-                               if not _dropped(line.decode(errors="replace"), no_driver)))
+        _write_all(
+            2, b"".join(line + b"\n" for line in lines if not _dropped(line.decode(errors="replace"), no_driver))
+        )
         if rest and (lines or not unfinished):  # a new line begins: it is shown whole, or by then
             show_by = time.monotonic() + _UNFINISHED_LINE_WAIT_S
         unfinished = rest

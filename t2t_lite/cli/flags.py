@@ -16,23 +16,37 @@ from t2t_lite.hparam import HParamsError
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("t2t_usr_dir", "", "Path to a Python package whose imports register more problems, hparams sets or models.")
+flags.DEFINE_string(
+    "t2t_usr_dir", "", "Path to a Python package whose imports register more problems, hparams sets or models."
+)
 flags.DEFINE_bool("registry_help", False, "Print every registered problem, hparams set and model, then exit.")
 flags.DEFINE_string("problem", None, "Registered problem name (add '_rev' for the reverse direction).")
 flags.DEFINE_string("model", "transformer", "Registered model name.")
 flags.DEFINE_string("hparams_set", None, "Registered hparams set, e.g. transformer_base.")
-flags.DEFINE_string("hparams", "", 'Comma-separated overrides of the hparams set, e.g. "num_heads=16,layer_prepostprocess_dropout=0.3".')
+flags.DEFINE_string(
+    "hparams", "", 'Comma-separated overrides of the hparams set, e.g. "num_heads=16,layer_prepostprocess_dropout=0.3".'
+)
 flags.DEFINE_string("data_dir", None, "Directory of the generated TFRecord files and vocabulary.")
 flags.DEFINE_string("tmp_dir", None, "Directory for raw downloaded or user-supplied data.")
 flags.DEFINE_string("output_dir", None, "Directory of the model's checkpoints and hparams.json.")
 # Used by the tools that read checkpoints: t2t-decoder and t2t-exporter load it, t2t-trainer resumes
 # from it (a checkpoint of its own --output_dir), t2t-avg-all averages the last --n up to it.
-flags.DEFINE_string("checkpoint_path", None, "A checkpoint prefix (ckpt-N) to use; default: the latest in --output_dir.")
+flags.DEFINE_string(
+    "checkpoint_path", None, "A checkpoint prefix (ckpt-N) to use; default: the latest in --output_dir."
+)
 # Shared by several tools, so that any of them can be imported beside the others (absl defines a flag once).
-flags.DEFINE_string("model_dir", None, "Directory of a run's checkpoints (t2t-trainer's --output_dir): "
-                    "what t2t-avg-all averages and t2t-translate-all translates with.")
-flags.DEFINE_string("translations_dir", None, "Directory of translations, one file per checkpoint step "
-                    "(<source>-<step>): written by t2t-translate-all, scored by t2t-bleu.")
+flags.DEFINE_string(
+    "model_dir",
+    None,
+    "Directory of a run's checkpoints (t2t-trainer's --output_dir): "
+    "what t2t-avg-all averages and t2t-translate-all translates with.",
+)
+flags.DEFINE_string(
+    "translations_dir",
+    None,
+    "Directory of translations, one file per checkpoint step "
+    "(<source>-<step>): written by t2t-translate-all, scored by t2t-bleu.",
+)
 flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
 
 
@@ -93,6 +107,7 @@ def trained_hparams(model_dir: str):
     """--hparams_set (+ --hparams) if given, else the hparams.json beside the checkpoints (+ --hparams)."""
     from t2t_lite.decode import inference  # TensorFlow: only for the tools that load a model
     from t2t_lite.train import checkpoints
+
     try:
         return inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
     except registry.RegistryError as error:
@@ -106,12 +121,14 @@ def trained_hparams(model_dir: str):
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
     from t2t_lite.decode import inference  # TensorFlow: only for the tools that decode
+
     try:
         return inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     except (HParamsError, ValueError) as error:
         message = str(error)
-        raise UsageError(message if message.startswith("--decode_hparams") else
-                         f"--decode_hparams: {message}") from None
+        raise UsageError(
+            message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}"
+        ) from None
 
 
 def trained_model(problem, hparams, quantize: str = ""):
@@ -120,10 +137,12 @@ def trained_model(problem, hparams, quantize: str = ""):
     `quantize` is the decode settings' (e.g. "int8"), applied once the float32 weights are restored.
     """
     from t2t_lite.decode import inference
+
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
-        model = inference.load_model_for_decoding(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
-                                     FLAGS.model, quantize)
+        model = inference.load_model_for_decoding(
+            problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir, FLAGS.model, quantize
+        )
     except FileNotFoundError as error:  # CheckpointError too
         raise UsageError(str(error)) from None
     return vocabulary, model
@@ -199,5 +218,6 @@ def _check_writable(name: str, path: str) -> None:
     if not os.path.isdir(existing) and existing != os.path.abspath(path):
         raise UsageError(f"--{name}={path}: {existing} is a file, so the directory cannot be created.")
     if not os.access(existing, os.W_OK):
-        raise UsageError(f"--{name}={path}: {existing} is not writable by this user; choose another path "
-                         f"or change its permissions.")
+        raise UsageError(
+            f"--{name}={path}: {existing} is not writable by this user; choose another path or change its permissions."
+        )

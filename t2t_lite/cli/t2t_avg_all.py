@@ -11,10 +11,11 @@ averages the N up to ckpt-K (e.g. when a later one is damaged). One run at a tim
 --output_dir (`t2t_lite.train.run_lock`).
 """
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
-from t2t_lite.train import averaging, checkpoints, run_lock
 from t2t_lite.cli import flags
+from t2t_lite.train import averaging, checkpoints, run_lock
 
 FLAGS = flags.FLAGS
 

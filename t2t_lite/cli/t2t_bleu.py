@@ -12,18 +12,25 @@ TensorBoard scalars to --event_dir if given, and plots sacreBLEU against step (P
 
 import os
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
-from t2t_lite.evaluate import bleu
 from t2t_lite.cli import flags
+from t2t_lite.evaluate import bleu
 
 FLAGS = flags.FLAGS
 
 absl_flags.DEFINE_string("translation", None, "File of detokenized translations, one sentence per line.")
 absl_flags.DEFINE_string("reference", None, "File of reference translations, line i translating the same source.")
-absl_flags.DEFINE_string("event_dir", None, "With --translations_dir: also write the scores as TensorBoard scalars here.")
-absl_flags.DEFINE_string("plot_file", None, "With --translations_dir: the PNG of sacreBLEU against step "
-                         "(default: sacrebleu_by_step.png in --translations_dir).")
+absl_flags.DEFINE_string(
+    "event_dir", None, "With --translations_dir: also write the scores as TensorBoard scalars here."
+)
+absl_flags.DEFINE_string(
+    "plot_file",
+    None,
+    "With --translations_dir: the PNG of sacreBLEU against step "
+    "(default: sacrebleu_by_step.png in --translations_dir).",
+)
 
 
 def main(argv):
@@ -33,8 +40,9 @@ def main(argv):
     if bool(FLAGS.translation) == bool(FLAGS.translations_dir):
         raise flags.UsageError("Give either --translation (one file) or --translations_dir (a file per step).")
     if FLAGS.translation and (FLAGS.event_dir or FLAGS.plot_file):
-        raise flags.UsageError("--event_dir and --plot_file score a --translations_dir by step; with --translation "
-                               "leave them out.")
+        raise flags.UsageError(
+            "--event_dir and --plot_file score a --translations_dir by step; with --translation leave them out."
+        )
     reference = flags.existing_file("reference")
     try:
         if FLAGS.translation:

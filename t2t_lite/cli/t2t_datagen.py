@@ -11,15 +11,20 @@ with inputs and targets swapped).
 
 import os
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
 from t2t_lite import registry
-from t2t_lite.data import datagen
 from t2t_lite.cli import flags
+from t2t_lite.data import datagen
 from t2t_lite.problems.translate_files import CorpusError
 
-absl_flags.DEFINE_bool("overwrite", False, "Delete the problem's data in --data_dir (shards, vocabulary) and "
-                       "generate it afresh from --tmp_dir; needed when the raw files changed.")
+absl_flags.DEFINE_bool(
+    "overwrite",
+    False,
+    "Delete the problem's data in --data_dir (shards, vocabulary) and "
+    "generate it afresh from --tmp_dir; needed when the raw files changed.",
+)
 
 
 def main(argv):

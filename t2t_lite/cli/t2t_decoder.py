@@ -11,20 +11,30 @@ import os
 
 from absl import app, flags
 
+from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.data import text_lines
 from t2t_lite.decode import decode_files, inference
 from t2t_lite.insights import attention_readout
-from t2t_lite.cli import flags as t2t_flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 text file.")
 flags.DEFINE_string("decode_to_file", None, "Where to write one output line per input line.")
 flags.DEFINE_bool("decode_interactive", False, "Read sentences from stdin and print their decodings.")
-flags.DEFINE_enum("decode_split", "test", ["train", "dev", "test"], "The generated split to decode when no file is given.")
-flags.DEFINE_string("attention_dir", None, "Also write the attention and beam page of the decoded sentences, "
-                    "DIR/attention.html (one self-contained file: open it in a browser).")
-flags.DEFINE_bool("attention_pngs", False, "With --attention_dir, also one PNG heat-map per sentence, attention kind, "
-                  "layer and head (DIR/sentence_NNNN/; needs matplotlib).")
+flags.DEFINE_enum(
+    "decode_split", "test", ["train", "dev", "test"], "The generated split to decode when no file is given."
+)
+flags.DEFINE_string(
+    "attention_dir",
+    None,
+    "Also write the attention and beam page of the decoded sentences, "
+    "DIR/attention.html (one self-contained file: open it in a browser).",
+)
+flags.DEFINE_bool(
+    "attention_pngs",
+    False,
+    "With --attention_dir, also one PNG heat-map per sentence, attention kind, "
+    "layer and head (DIR/sentence_NNNN/; needs matplotlib).",
+)
 
 
 def main(argv):
@@ -35,8 +45,10 @@ def main(argv):
     problem = t2t_flags.problem_from_flags()
     t2t_flags.check_model_flag()
     if FLAGS.decode_interactive and (FLAGS.decode_from_file or FLAGS.decode_to_file):
-        raise t2t_flags.UsageError("--decode_interactive reads stdin and prints to stdout: leave out "
-                                   "--decode_from_file and --decode_to_file, or --decode_interactive.")
+        raise t2t_flags.UsageError(
+            "--decode_interactive reads stdin and prints to stdout: leave out "
+            "--decode_from_file and --decode_to_file, or --decode_interactive."
+        )
     _check_paths()
     hparams, settings = _settings(problem, model_dir)
     # Everything a typo can break is checked before the model is loaded and hours are spent decoding.
@@ -56,8 +68,9 @@ def main(argv):
         note = inference.truncation_note(translations, settings, "line")
     else:
         try:
-            translations = decode_files.decode_split(model, problem, FLAGS.data_dir, FLAGS.decode_split, settings,
-                                                  output)
+            translations = decode_files.decode_split(
+                model, problem, FLAGS.data_dir, FLAGS.decode_split, settings, output
+            )
         except (FileNotFoundError, inference.BadInputError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
         note = inference.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
@@ -87,8 +100,10 @@ def _attention_page_path():
     if not FLAGS.attention_dir:
         return None
     if FLAGS.decode_interactive:
-        raise t2t_flags.UsageError("--attention_dir draws the sentences of --decode_from_file or of a split, "
-                                   "not of --decode_interactive: leave one out.")
+        raise t2t_flags.UsageError(
+            "--attention_dir draws the sentences of --decode_from_file or of a split, "
+            "not of --decode_interactive: leave one out."
+        )
     page = os.path.join(FLAGS.attention_dir, "attention.html")
     if os.path.exists(page):
         print(f"{page} exists: it will be replaced by this run's page.")
@@ -99,13 +114,18 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
     """The attention and beam page, and with --attention_pngs the PNG heat-maps, of this run."""
     os.makedirs(FLAGS.attention_dir, exist_ok=True)
     source = FLAGS.decode_from_file or f"the {FLAGS.decode_split} split"
-    details = (f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
-               f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
-               f"alpha={settings.alpha}, extra_length={settings.extra_length}).")
-    attention_readout.write_attention_page(model, vocabulary, translations, page,
-                                   title=f"Attention and beams: {problem.name}", details=details)
-    print(f"Wrote the attention and beam page of {len(translations)} sentence(s) "
-          f"({os.path.getsize(page) / 2**20:.1f} MiB) to {page}")
+    details = (
+        f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
+        f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
+        f"alpha={settings.alpha}, extra_length={settings.extra_length})."
+    )
+    attention_readout.write_attention_page(
+        model, vocabulary, translations, page, title=f"Attention and beams: {problem.name}", details=details
+    )
+    print(
+        f"Wrote the attention and beam page of {len(translations)} sentence(s) "
+        f"({os.path.getsize(page) / 2**20:.1f} MiB) to {page}"
+    )
     if FLAGS.attention_pngs:
         if os.path.isdir(os.path.join(FLAGS.attention_dir, "sentence_0000")):
             print(f"{FLAGS.attention_dir} holds PNGs of an earlier run: this run's replace them.")
@@ -130,7 +150,8 @@ def _output_path(problem, model_dir, settings):
     """Where the decodings go; its directory must exist and it must not be the input file."""
     if FLAGS.decode_from_file:
         output = FLAGS.decode_to_file or decode_files.default_output_path(
-            FLAGS.decode_from_file, FLAGS.model, FLAGS.hparams_set, problem.name, settings)
+            FLAGS.decode_from_file, FLAGS.model, FLAGS.hparams_set, problem.name, settings
+        )
     else:
         output = FLAGS.decode_to_file or os.path.join(model_dir, f"{problem.name}.{FLAGS.decode_split}.decodes")
     flag = "--decode_to_file" if FLAGS.decode_to_file else "--decode_from_file/--output_dir"
@@ -138,8 +159,10 @@ def _output_path(problem, model_dir, settings):
     if not os.path.isdir(directory):
         raise t2t_flags.UsageError(f"{flag}: the directory {directory} of {output} does not exist; create it first.")
     if FLAGS.decode_from_file and os.path.exists(output) and os.path.samefile(output, FLAGS.decode_from_file):
-        raise t2t_flags.UsageError(f"--decode_to_file={output} is --decode_from_file: the decodings would replace "
-                                   f"the input. Give another file.")
+        raise t2t_flags.UsageError(
+            f"--decode_to_file={output} is --decode_from_file: the decodings would replace "
+            f"the input. Give another file."
+        )
     if os.path.exists(output):
         print(f"{output} exists: it will be replaced by this run's decodings.")
     return output

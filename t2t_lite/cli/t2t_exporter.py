@@ -10,12 +10,13 @@ layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true
 signatures and settings. One run at a time writes --export_dir (`t2t_lite.train.run_lock`).
 """
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
-from t2t_lite.serve import export
-from t2t_lite.train import run_lock
 from t2t_lite.cli import flags
 from t2t_lite.hparam import HParamsError
+from t2t_lite.serve import export
+from t2t_lite.train import run_lock
 
 FLAGS = flags.FLAGS
 
@@ -47,8 +48,15 @@ def _export(model_dir):
     flags.check_model_flag()
     hparams = flags.trained_hparams(model_dir)
     try:
-        export.export_model(problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir,
-                            FLAGS.export_dir, FLAGS.decode_hparams, FLAGS.model)
+        export.export_model(
+            problem,
+            hparams,
+            FLAGS.data_dir,
+            FLAGS.checkpoint_path or FLAGS.output_dir,
+            FLAGS.export_dir,
+            FLAGS.decode_hparams,
+            FLAGS.model,
+        )
     except HParamsError as error:
         raise flags.UsageError(f"--decode_hparams: {error}") from None
     except (FileNotFoundError, export.ExportError, ValueError) as error:  # CheckpointError is a FileNotFoundError

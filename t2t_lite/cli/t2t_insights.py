@@ -9,13 +9,17 @@ free port and prints it.
 
 from absl import app, flags
 
-from t2t_lite.insights import server
 from t2t_lite.cli import flags as t2t_flags
+from t2t_lite.insights import server
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("port", 8010, "Port of the page; 0 takes a free one.", lower_bound=0, upper_bound=65535)
-flags.DEFINE_string("host", "127.0.0.1", "Address to listen on; 127.0.0.1 keeps the page to this machine, "
-                    "0.0.0.0 opens it to the network (anyone who reaches the port can decode).")
+flags.DEFINE_string(
+    "host",
+    "127.0.0.1",
+    "Address to listen on; 127.0.0.1 keeps the page to this machine, "
+    "0.0.0.0 opens it to the network (anyone who reaches the port can decode).",
+)
 
 
 def main(argv):
@@ -34,18 +38,24 @@ def main(argv):
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     limit, reason = server.max_input_ids(model, hparams, settings)
     page = server.Insights(
-        model, vocabulary, settings, max_input_ids=limit, limit_reason=reason, title=f"t2t-insights: {problem.name}",
+        model,
+        vocabulary,
+        settings,
+        max_input_ids=limit,
+        limit_reason=reason,
+        title=f"t2t-insights: {problem.name}",
         details=f"{checkpoint}: beam_size={settings.beam_size}, alpha={settings.alpha}, "
-                f"extra_length={settings.extra_length}.")
+        f"extra_length={settings.extra_length}.",
+    )
     try:
         http_server = server.make_server(page, FLAGS.host, FLAGS.port)
     except OSError as error:  # port taken, address not of this machine
-        raise t2t_flags.UsageError(f"--host={FLAGS.host} --port={FLAGS.port}: cannot listen there "
-                                   f"({error.strerror or error}); choose another port, or --port=0 for a free one.") \
-            from None
+        raise t2t_flags.UsageError(
+            f"--host={FLAGS.host} --port={FLAGS.port}: cannot listen there "
+            f"({error.strerror or error}); choose another port, or --port=0 for a free one."
+        ) from None
     host, port = http_server.server_address[:2]
-    print(f"t2t-insights: serving {problem.name} from {checkpoint} on http://{host}:{port}/ (Ctrl-C stops)",
-          flush=True)
+    print(f"t2t-insights: serving {problem.name} from {checkpoint} on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     try:
         http_server.serve_forever()
     except KeyboardInterrupt:

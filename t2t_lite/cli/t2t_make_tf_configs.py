@@ -9,16 +9,18 @@ Prints one line per task, a shell command to run on that host before t2t-trainer
 
 import json
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
-from t2t_lite.train import distribution
 from t2t_lite.cli import flags
+from t2t_lite.train import distribution
 
 FLAGS = flags.FLAGS
 
 absl_flags.DEFINE_string("workers", None, "Comma-separated host:port of every worker, e.g. host1:2222,host2:2222.")
-absl_flags.DEFINE_string("chief", "", "host:port of a chief task (it trains too, and alone saves); "
-                         "default: worker 0 is the chief.")
+absl_flags.DEFINE_string(
+    "chief", "", "host:port of a chief task (it trains too, and alone saves); default: worker 0 is the chief."
+)
 
 
 def main(argv):

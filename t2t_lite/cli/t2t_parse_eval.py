@@ -7,10 +7,11 @@ problem); --gold_trees the bracketed Penn Treebank trees, in the same order.
 Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.bracket_f1`).
 """
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
-from t2t_lite.evaluate import bracket_f1
 from t2t_lite.cli import flags
+from t2t_lite.evaluate import bracket_f1
 
 FLAGS = flags.FLAGS
 

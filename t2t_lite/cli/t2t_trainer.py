@@ -10,32 +10,55 @@ there stop with the differences (hparams.json, problem.json). A second run on th
 --output_dir stops at once, naming the one that holds it (`t2t_lite.train.run_lock`).
 """
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
+from t2t_lite.cli import flags
 from t2t_lite.data import datagen
 from t2t_lite.train import checkpoints, distribution, run_lock, trainer
-from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
 
-absl_flags.DEFINE_integer("train_steps", 250000, "Optimizer updates to train for (the paper: 100,000 base, 300,000 big).")
+absl_flags.DEFINE_integer(
+    "train_steps", 250000, "Optimizer updates to train for (the paper: 100,000 base, 300,000 big)."
+)
 absl_flags.DEFINE_integer("eval_steps", 100, "Dev batches per evaluation; 0 = the whole dev split.")
 absl_flags.DEFINE_integer("local_eval_frequency", 1000, "Evaluate every this many steps (schedule train_and_evaluate).")
 absl_flags.DEFINE_integer("save_checkpoints_steps", 1000, "Write a checkpoint every this many steps.")
-absl_flags.DEFINE_integer("save_checkpoints_secs", 0, "If > 0, write a checkpoint every this many seconds instead of "
-                          "every --save_checkpoints_steps (§6.1's 10-minute checkpoints: 600).")
+absl_flags.DEFINE_integer(
+    "save_checkpoints_secs",
+    0,
+    "If > 0, write a checkpoint every this many seconds instead of "
+    "every --save_checkpoints_steps (§6.1's 10-minute checkpoints: 600).",
+)
 absl_flags.DEFINE_integer("keep_checkpoint_max", 20, "Keep this many latest checkpoints (t2t-avg-all averages them).")
-absl_flags.DEFINE_enum("schedule", "train_and_evaluate", list(trainer.SCHEDULES),
-                       "train, evaluate (the latest checkpoint, once) or train_and_evaluate.")
+absl_flags.DEFINE_enum(
+    "schedule",
+    "train_and_evaluate",
+    list(trainer.SCHEDULES),
+    "train, evaluate (the latest checkpoint, once) or train_and_evaluate.",
+)
 absl_flags.DEFINE_bool("generate_data", False, "Generate the problem's data into --data_dir (from --tmp_dir) first.")
-absl_flags.DEFINE_integer("worker_gpu", 1, "Local GPUs to mirror the model on (MultiWorkerMirroredStrategy under TF_CONFIG).")
+absl_flags.DEFINE_integer(
+    "worker_gpu", 1, "Local GPUs to mirror the model on (MultiWorkerMirroredStrategy under TF_CONFIG)."
+)
 absl_flags.DEFINE_integer("random_seed", 1, "Seed of weight initialisation, dropout and the data order.")
-absl_flags.DEFINE_float("train_minutes", 0.0, "Stop after about this many minutes with a final checkpoint; 0 = no bound.")
-absl_flags.DEFINE_bool("fit_train_steps_to_minutes", False, "Choose the step count (at most --train_steps) from the "
-                       "measured step time so that hparam learning_rate_decay_steps' decay ends within --train_minutes; "
-                       "the log names the count, which --train_steps replays on any host.")
-absl_flags.DEFINE_float("cluster_start_minutes", 15.0, "Under TF_CONFIG: stop if the workers have not all joined "
-                        "within this many minutes, naming those waited for; 0 = wait for ever.")
+absl_flags.DEFINE_float(
+    "train_minutes", 0.0, "Stop after about this many minutes with a final checkpoint; 0 = no bound."
+)
+absl_flags.DEFINE_bool(
+    "fit_train_steps_to_minutes",
+    False,
+    "Choose the step count (at most --train_steps) from the "
+    "measured step time so that hparam learning_rate_decay_steps' decay ends within --train_minutes; "
+    "the log names the count, which --train_steps replays on any host.",
+)
+absl_flags.DEFINE_float(
+    "cluster_start_minutes",
+    15.0,
+    "Under TF_CONFIG: stop if the workers have not all joined "
+    "within this many minutes, naming those waited for; 0 = wait for ever.",
+)
 
 
 def _check_flags():
@@ -43,8 +66,13 @@ def _check_flags():
     for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "worker_gpu"):
         if getattr(FLAGS, name) < 1:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be at least 1.")
-    for name in ("eval_steps", "local_eval_frequency", "train_minutes", "save_checkpoints_secs",
-                 "cluster_start_minutes"):
+    for name in (
+        "eval_steps",
+        "local_eval_frequency",
+        "train_minutes",
+        "save_checkpoints_secs",
+        "cluster_start_minutes",
+    ):
         if getattr(FLAGS, name) < 0:
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
     if FLAGS.generate_data:
@@ -76,12 +104,21 @@ def main(argv):
             datagen.generate(problem, FLAGS.data_dir, FLAGS.tmp_dir)
         distribution.check_strategy(FLAGS.worker_gpu)  # a bad --worker_gpu or TF_CONFIG stops before any work
         settings = trainer.RunSettings(
-            train_steps=FLAGS.train_steps, eval_steps=FLAGS.eval_steps, local_eval_frequency=FLAGS.local_eval_frequency,
-            save_checkpoints_steps=FLAGS.save_checkpoints_steps, save_checkpoints_secs=FLAGS.save_checkpoints_secs,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max, schedule=FLAGS.schedule, worker_gpu=FLAGS.worker_gpu,
-            random_seed=FLAGS.random_seed, train_minutes=FLAGS.train_minutes,
-            fit_train_steps_to_minutes=FLAGS.fit_train_steps_to_minutes, model_name=FLAGS.model,
-            checkpoint_path=FLAGS.checkpoint_path, cluster_start_minutes=FLAGS.cluster_start_minutes)
+            train_steps=FLAGS.train_steps,
+            eval_steps=FLAGS.eval_steps,
+            local_eval_frequency=FLAGS.local_eval_frequency,
+            save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+            save_checkpoints_secs=FLAGS.save_checkpoints_secs,
+            keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+            schedule=FLAGS.schedule,
+            worker_gpu=FLAGS.worker_gpu,
+            random_seed=FLAGS.random_seed,
+            train_minutes=FLAGS.train_minutes,
+            fit_train_steps_to_minutes=FLAGS.fit_train_steps_to_minutes,
+            model_name=FLAGS.model,
+            checkpoint_path=FLAGS.checkpoint_path,
+            cluster_start_minutes=FLAGS.cluster_start_minutes,
+        )
         trainer.train_and_evaluate(problem, hparams, FLAGS.data_dir, FLAGS.output_dir, settings)
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None

@@ -11,21 +11,28 @@ decoding settings are t2t-decoder's: hparams.json beside the checkpoints unless
 --hparams_set is given, and --decode_hparams.
 """
 
-from absl import app, flags as absl_flags
+from absl import app
+from absl import flags as absl_flags
 
+from t2t_lite.cli import flags
 from t2t_lite.data import text_lines
 from t2t_lite.decode import inference
 from t2t_lite.insights import translate_all
-from t2t_lite.cli import flags
 
 FLAGS = flags.FLAGS
 
 absl_flags.DEFINE_string("source", None, "UTF-8 file of source sentences, one per line.")
 absl_flags.DEFINE_integer("min_steps", 0, "Leave out checkpoints of fewer steps (ckpt-0 holds the untrained weights).")
-absl_flags.DEFINE_float("wait_minutes", 0, "Keep polling for new checkpoints until none has come for this long; "
-                        "0: one pass over the checkpoints there now.")
-absl_flags.DEFINE_integer("average_last_n", 0, "Also translate with the average of the last N checkpoints, written "
-                          "to --translations_dir/avg<N>/ (0: no average).")
+absl_flags.DEFINE_float(
+    "wait_minutes",
+    0,
+    "Keep polling for new checkpoints until none has come for this long; 0: one pass over the checkpoints there now.",
+)
+absl_flags.DEFINE_integer(
+    "average_last_n",
+    0,
+    "Also translate with the average of the last N checkpoints, written to --translations_dir/avg<N>/ (0: no average).",
+)
 
 
 def main(argv):
@@ -46,13 +53,21 @@ def main(argv):
         raise flags.UsageError(f"--source: {error}") from None
     try:
         translator = translate_all.CheckpointTranslator(problem, hparams, FLAGS.data_dir, FLAGS.model, settings)
-        translate_all.translate_all(translator, model_dir, source, lines, translations_dir,
-                                    min_steps=FLAGS.min_steps, wait_minutes=FLAGS.wait_minutes,
-                                    average_last_n=FLAGS.average_last_n)
+        translate_all.translate_all(
+            translator,
+            model_dir,
+            source,
+            lines,
+            translations_dir,
+            min_steps=FLAGS.min_steps,
+            wait_minutes=FLAGS.wait_minutes,
+            average_last_n=FLAGS.average_last_n,
+        )
     except inference.InputTooLongError as error:
         raise flags.UsageError(f"--source={source}: {error}") from None
     except FileNotFoundError as error:  # no checkpoints, a missing vocabulary, a problem.json that disagrees
         raise flags.UsageError(str(error)) from None
+
 
 def console_main():
     app.run(main)

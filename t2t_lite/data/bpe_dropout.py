@@ -52,15 +52,20 @@ DROP_TOO_LONG_COPY = "too long (sampled copies, counted one by one)"  # datagen'
 def check_settings(dropout: float, copies: int, problem: str) -> None:
     """Fails with the problem's name when its bpe_dropout or bpe_dropout_copies cannot be used."""
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"{problem}: bpe_dropout={dropout} is a probability of skipping a merge; "
-                         f"set it in [0, 1) (0.1 in Provilkov et al., 2020; 0 turns BPE-dropout off).")
+        raise ValueError(
+            f"{problem}: bpe_dropout={dropout} is a probability of skipping a merge; "
+            f"set it in [0, 1) (0.1 in Provilkov et al., 2020; 0 turns BPE-dropout off)."
+        )
     if dropout and (isinstance(copies, bool) or not isinstance(copies, int) or copies < 1):
-        raise ValueError(f"{problem}: bpe_dropout_copies={copies}: write at least 1 sampled copy of the "
-                         f"training split (about as many as the run has epochs).")
+        raise ValueError(
+            f"{problem}: bpe_dropout_copies={copies}: write at least 1 sampled copy of the "
+            f"training split (about as many as the run has epochs)."
+        )
 
 
-def sampled_pairs(pairs, vocabulary: Vocabulary, dropout: float, copies: int, drops: collections.Counter, *,
-                  max_length: int = 0):
+def sampled_pairs(
+    pairs, vocabulary: Vocabulary, dropout: float, copies: int, drops: collections.Counter, *, max_length: int = 0
+):
     """(inputs, targets) id lists ending in EOS: `copies` BPE-dropout segmentations of each normalized pair.
 
     A sampled copy with a side longer than `max_length` ids (EOS included; 0 = no limit) is
@@ -97,15 +102,21 @@ class Segmenter:
         model = sentencepiece_model_pb2.ModelProto.FromString(model_proto)
         spec, normalizer, types = model.trainer_spec, model.normalizer_spec, model.SentencePiece.Type
         unsupported = [piece.piece for piece in model.pieces if piece.type in (types.USER_DEFINED, types.UNUSED)]
-        if (spec.model_type != spec.BPE or normalizer.name != "identity" or spec.treat_whitespace_as_suffix
-                or unsupported):
+        if (
+            spec.model_type != spec.BPE
+            or normalizer.name != "identity"
+            or spec.treat_whitespace_as_suffix
+            or unsupported
+        ):
             raise ValueError(
                 f"BPE-dropout samples segmentations of t2t_lite's own BPE vocabularies (model_type bpe, "
                 f"normalization identity, no user-defined or unused pieces); {name} is not one "
                 f"(model_type {spec.model_type}, normalization {normalizer.name!r}, "
-                f"{len(unsupported)} user-defined or unused pieces). Let t2t-datagen train the vocabulary.")
-        self._pieces = {piece.piece: (i, piece.score) for i, piece in enumerate(model.pieces)
-                        if piece.type == types.NORMAL}
+                f"{len(unsupported)} user-defined or unused pieces). Let t2t-datagen train the vocabulary."
+            )
+        self._pieces = {
+            piece.piece: (i, piece.score) for i, piece in enumerate(model.pieces) if piece.type == types.NORMAL
+        }
         self._bytes = {piece.piece: i for i, piece in enumerate(model.pieces) if piece.type == types.BYTE}
         self._byte_fallback = spec.byte_fallback
         self._unk_id = spec.unk_id
@@ -178,7 +189,8 @@ def check_reusable(data_dir: str, base_name: str, dropout: float, copies: int) -
         raise ValueError(
             f"The {base_name} training files in --data_dir={data_dir} were written with {_describe(written)}, "
             f"but {base_name} now sets {_describe(settings(dropout, copies))}. Rerun t2t-datagen with --overwrite "
-            f"to write them afresh (the vocabulary and every split are regenerated), or choose another --data_dir.")
+            f"to write them afresh (the vocabulary and every split are regenerated), or choose another --data_dir."
+        )
 
 
 def write_record(data_dir: str, base_name: str, dropout: float, copies: int) -> None:
@@ -196,5 +208,7 @@ def write_record(data_dir: str, base_name: str, dropout: float, copies: int) -> 
 def _describe(recorded: dict) -> str:
     if not recorded.get("bpe_dropout"):
         return "bpe_dropout=0 (deterministic BPE)"
-    return (f"bpe_dropout={recorded['bpe_dropout']}, bpe_dropout_copies={recorded.get('bpe_dropout_copies')} "
-            f"(sampling seed {recorded.get('sampling_seed')})")
+    return (
+        f"bpe_dropout={recorded['bpe_dropout']}, bpe_dropout_copies={recorded.get('bpe_dropout_copies')} "
+        f"(sampling seed {recorded.get('sampling_seed')})"
+    )

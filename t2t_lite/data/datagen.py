@@ -86,7 +86,7 @@ class DatagenReport:
 
 
 def format_drops(dropped) -> str:
-    """"3 empty side, 1 too long": a split's drop counts by reason."""
+    """ "3 empty side, 1 too long": a split's drop counts by reason."""
     return ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
 
 
@@ -127,10 +127,10 @@ def remove_generated(problem, data_dir: str) -> None:
 
 # -- File names ---------------------------------------------------------------------
 
+
 def shard_filenames(data_dir: str, base_name: str, split: str, num_shards: int) -> list:
     return [
-        os.path.join(data_dir, f"{base_name}-{split}-{index:05d}-of-{num_shards:05d}")
-        for index in range(num_shards)
+        os.path.join(data_dir, f"{base_name}-{split}-{index:05d}-of-{num_shards:05d}") for index in range(num_shards)
     ]
 
 
@@ -141,14 +141,14 @@ def filepattern(data_dir: str, base_name: str, split: str) -> str:
 def complete_shards(data_dir: str, base_name: str, split: str) -> list:
     """The split's files when all NN of `-of-000NN` are there, else []."""
     shard = re.compile(re.escape(f"{base_name}-{split}-") + r"\d{5}-of-(\d{5})$")
-    files = sorted(name for name in tf.io.gfile.glob(filepattern(data_dir, base_name, split))
-                   if shard.search(name))
+    files = sorted(name for name in tf.io.gfile.glob(filepattern(data_dir, base_name, split)) if shard.search(name))
     if files and len(files) == int(shard.search(files[0]).group(1)):
         return files
     return []
 
 
 # -- From text pairs to id pairs ----------------------------------------------------
+
 
 def clean_pairs(pairs, drops: collections.Counter, drop_reason):
     """Normalized (source, target) pairs; a pair for which `drop_reason` names a reason is counted in `drops`."""
@@ -167,9 +167,9 @@ def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: in
     Pairs with a side longer than `max_length` ids (EOS included; 0 = no limit)
     are counted in `drops` as too long.
     """
-    text = tf.data.Dataset.from_generator(
-        lambda: pairs, output_signature=tf.TensorSpec([2], tf.string)
-    ).batch(_ENCODE_BATCH)
+    text = tf.data.Dataset.from_generator(lambda: pairs, output_signature=tf.TensorSpec([2], tf.string)).batch(
+        _ENCODE_BATCH
+    )
     ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
     for inputs_batch, targets_batch in ids.as_numpy_iterator():
         for inputs, targets in zip(inputs_batch, targets_batch):
@@ -181,6 +181,7 @@ def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: in
 
 
 # -- Writing ------------------------------------------------------------------------
+
 
 def example_proto(inputs, targets) -> bytes:
     """tensor2tensor's record: a tf.train.Example with int64 lists `inputs` and `targets`."""
@@ -196,8 +197,9 @@ def num_shards_for(count: int, minimum: int) -> int:
     return max(minimum, math.ceil(count / PAIRS_PER_SHARD))
 
 
-def write_shuffled_shards(examples, data_dir: str, base_name: str, split: str, min_shards: int,
-                          description: str) -> int:
+def write_shuffled_shards(
+    examples, data_dir: str, base_name: str, split: str, min_shards: int, description: str
+) -> int:
     """Writes (inputs, targets) pairs to the split's shards, shuffled; returns how many.
 
     Memory holds one shard, never the corpus: the examples stream to one unshuffled

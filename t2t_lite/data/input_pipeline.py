@@ -63,8 +63,9 @@ def example_length(example) -> tf.Tensor:
     return tf.maximum(tf.size(example["inputs"]), tf.size(example["targets"]))
 
 
-def batched_dataset(problem, mode, data_dir, hparams, *, shuffle=None, repeat=None, seed=None, num_replicas=1,
-                    share=None):
+def batched_dataset(
+    problem, mode, data_dir, hparams, *, shuffle=None, repeat=None, seed=None, num_replicas=1, share=None
+):
     """`{"inputs": int32[b, s], "targets": int32[b, t]}` batches of `problem`'s `mode` examples.
 
     `shuffle` and `repeat` default to True for "train" and False otherwise. `share=(index,
@@ -107,8 +108,10 @@ def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: l
         longer = tf.maximum(tf.shape(batch["inputs"])[1], tf.shape(batch["targets"])[1])
         bucket = tf.minimum(_bucket_of(longer, upper_bounds), len(lengths) - 1)  # training has no overflow
         length, rows = upper_bounds[bucket], rows_of_bucket[bucket]
-        return {side: tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, length - tf.shape(ids)[1]]])
-                for side, ids in batch.items()}
+        return {
+            side: tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, length - tf.shape(ids)[1]]])
+            for side, ids in batch.items()
+        }
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -121,8 +124,7 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the d
     whole pass is known there; scan's state restarts with each pass of a repeated dataset.
     """
     empty = tf.nest.map_structure(lambda spec: tf.zeros([0] * spec.shape.rank, spec.dtype), dataset.element_spec)
-    flagged = dataset.map(lambda example: (example, False)).concatenate(
-        tf.data.Dataset.from_tensors((empty, True)))
+    flagged = dataset.map(lambda example: (example, False)).concatenate(tf.data.Dataset.from_tensors((empty, True)))
 
     def count(totals, element):
         example, end = element
@@ -132,8 +134,16 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the d
 
     def keep(example, too_long, end, totals):
         if end and totals[0] > 0:
-            tf.print("batched_dataset: dropped", totals[0], "of", totals[1], "training examples longer than "
-                     "max_length =", max_length, f"in this pass over {files}.", output_stream=sys.stderr)
+            tf.print(
+                "batched_dataset: dropped",
+                totals[0],
+                "of",
+                totals[1],
+                "training examples longer than max_length =",
+                max_length,
+                f"in this pass over {files}.",
+                output_stream=sys.stderr,
+            )
         return tf.logical_not(tf.logical_or(too_long, end))
 
     counted = flagged.scan(tf.zeros([2], tf.int64), count)
@@ -148,7 +158,7 @@ def _bucket_of(length, upper_bounds):
 def _strip_padding(ids):
     """ids up to their last non-zero id: trailing padding only, whatever ids sit in between."""
     positions = tf.range(1, tf.size(ids) + 1, dtype=tf.int32)
-    return ids[:tf.reduce_max(tf.where(tf.not_equal(ids, 0), positions, 0))]
+    return ids[: tf.reduce_max(tf.where(tf.not_equal(ids, 0), positions, 0))]
 
 
 def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list, num_replicas: int = 1):
@@ -181,17 +191,20 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
         """[batch, longest] -> [batch, smallest bucket length >= longest] (overflow: unchanged)."""
         longest = tf.shape(ids)[1]
         bucket = side_bucket(longest)
-        target = tf.where(bucket < num_buckets - 1, tf.gather(upper_bounds, tf.minimum(bucket, num_buckets - 2)),
-                          longest)
+        target = tf.where(
+            bucket < num_buckets - 1, tf.gather(upper_bounds, tf.minimum(bucket, num_buckets - 2)), longest
+        )
         return tf.pad(ids, [[0, 0], [0, target - longest]])
 
     def batch_rows(rows, size):
         """Rows (0-padded or not) -> batches of `size`, each side padded to its bucket length."""
-        real = rows.map(lambda row: {side: _strip_padding(ids) for side, ids in row.items()},
-                        num_parallel_calls=tf.data.AUTOTUNE)
+        real = rows.map(
+            lambda row: {side: _strip_padding(ids) for side, ids in row.items()}, num_parallel_calls=tf.data.AUTOTUNE
+        )
         batches = real.padded_batch(size, padded_shapes={"inputs": [-1], "targets": [-1]})
-        return batches.map(lambda batch: {side: pad_to_bucket(ids) for side, ids in batch.items()},
-                           num_parallel_calls=tf.data.AUTOTUNE)
+        return batches.map(
+            lambda batch: {side: pad_to_bucket(ids) for side, ids in batch.items()}, num_parallel_calls=tf.data.AUTOTUNE
+        )
 
     # Stage 1: windows keyed by the pair of buckets; a flag says whether the window filled.
     def pair_key(example):
@@ -206,8 +219,13 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
 
     stage_1 = dataset.group_by_window(pair_key, pair_batches, window_size_func=pair_window)
     # A leftover (partly filled) window becomes rows of one, to be regrouped.
-    stage_1 = stage_1.flat_map(lambda batch, full: tf.data.Dataset.from_tensor_slices(batch).batch(
-        tf.where(full, tf.shape(batch["inputs"], tf.int64)[0], 1)).map(lambda rows: (rows, full)))
+    stage_1 = stage_1.flat_map(
+        lambda batch, full: (
+            tf.data.Dataset.from_tensor_slices(batch)
+            .batch(tf.where(full, tf.shape(batch["inputs"], tf.int64)[0], 1))
+            .map(lambda rows: (rows, full))
+        )
+    )
 
     # Stage 2: a full batch passes through alone (key -size); leftover rows group by their longer side's bucket.
     def stage_2_key(batch, full):

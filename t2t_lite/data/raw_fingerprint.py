@@ -83,8 +83,9 @@ def changed_files(recorded: dict, problem, tmp_dir: str, split: str) -> list:
     """Names (`file_name`) of the split's raw files that changed, appeared or disappeared."""
     current = {file_name(path, tmp_dir) for path in problem.raw_files(tmp_dir, split)}
     changed = sorted(current ^ set(recorded))
-    changed += sorted(name for name in current & set(recorded)
-                      if not is_unchanged(os.path.join(tmp_dir, name), recorded[name]))
+    changed += sorted(
+        name for name in current & set(recorded) if not is_unchanged(os.path.join(tmp_dir, name), recorded[name])
+    )
     return changed
 
 
@@ -105,7 +106,8 @@ def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
         f"The raw files of {problem.base_name}{where} changed since the data in "
         f"--data_dir={data_dir} was generated from them ({listed}). Rerun t2t-datagen with --overwrite to "
         f"regenerate the vocabulary and every split from them (the old ones are deleted), restore the old raw "
-        f"files, or choose another --data_dir.")
+        f"files, or choose another --data_dir."
+    )
 
 
 def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list) -> None:
@@ -123,9 +125,11 @@ def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reu
         if before[split]:
             record[split] = before[split]
     if unrecorded:
-        print(f"Note: {', '.join(unrecorded)} of {problem.base_name} predate{'s' if len(unrecorded) == 1 else ''} "
-              f"the record of raw files; recorded the current ones. If the raw files changed since that data was "
-              f"written, rerun t2t-datagen with --overwrite.")
+        print(
+            f"Note: {', '.join(unrecorded)} of {problem.base_name} predate{'s' if len(unrecorded) == 1 else ''} "
+            f"the record of raw files; recorded the current ones. If the raw files changed since that data was "
+            f"written, rerun t2t-datagen with --overwrite."
+        )
     if record == old:  # nothing new: the file (and its mtime) stays as it was
         return
     partial = path + ".incomplete"

@@ -66,6 +66,7 @@ def _leaves(tree: Tree):
 
 # -- Reading the Penn Treebank ------------------------------------------------------
 
+
 def read_trees(text: str, source: str = "<string>") -> list:
     """All trees in bracketed text, each without the treebank's outer empty-label bracket."""
     tokens = _TOKEN.findall(text)
@@ -148,6 +149,7 @@ def to_bracketed(tree: Tree) -> str:
 
 
 # -- Linearization --------------------------------------------------------------------
+
 
 def normalized_tag(tag: str) -> str:
     return tag if tag in PUNCTUATION_TAGS else NORMALIZED_TAG

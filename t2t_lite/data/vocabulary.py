@@ -40,8 +40,7 @@ NUM_RESERVED_IDS = 2
 
 # Every character Python's `str.split()` splits on, as one RE2 class, so the graph version
 # of the normalisation equals `normalize_text` exactly (not only for ASCII whitespace).
-_WHITESPACE_RUN = "[" + "".join(f"\\x{{{code:x}}}" for code in range(sys.maxunicode + 1)
-                                if chr(code).isspace()) + "]+"
+_WHITESPACE_RUN = "[" + "".join(f"\\x{{{code:x}}}" for code in range(sys.maxunicode + 1) if chr(code).isspace()) + "]+"
 
 
 def normalize_text(text: str) -> str:
@@ -74,7 +73,8 @@ def train_vocabulary(sentences, model_path: str, vocab_size: int, *, max_sentenc
         raise ValueError(
             f"A {vocab_size:,}-piece vocabulary is too small for {model_path}: with the 256 byte pieces, the "
             f"special ids and the characters of this text it needs at least {int(needed.group(1)):,}. Ask "
-            f"for more (the problem's approx_vocab_size).") from None
+            f"for more (the problem's approx_vocab_size)."
+        ) from None
     os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
     partial = model_path + ".incomplete"
     with open(partial, "wb") as file:

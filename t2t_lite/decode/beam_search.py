@@ -44,8 +44,19 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, vocab_size, alpha,
-                eos_id=EOS_ID, states=None, stop_early=True, max_length=None, slot_states=None):
+def beam_search(
+    symbols_to_logits_fn,
+    initial_ids,
+    beam_size,
+    decode_length,
+    vocab_size,
+    alpha,
+    eos_id=EOS_ID,
+    states=None,
+    stop_early=True,
+    max_length=None,
+    slot_states=None,
+):
     """Returns the `beam_size` best complete hypotheses per row, best first.
 
     Args:
@@ -109,15 +120,19 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
 
     def grow_alive(top_seq, top_log_probs, parents, complete):
         pick = _top_indices(tf.where(complete, -np.inf, top_log_probs), beam_size)
-        return (tf.gather(top_seq, pick, batch_dims=1),
-                tf.gather(tf.where(complete, -np.inf, top_log_probs), pick, batch_dims=1),
-                tf.gather(parents, pick, batch_dims=1))
+        return (
+            tf.gather(top_seq, pick, batch_dims=1),
+            tf.gather(tf.where(complete, -np.inf, top_log_probs), pick, batch_dims=1),
+            tf.gather(parents, pick, batch_dims=1),
+        )
 
     def grow_finished(finished_seq, finished_scores, top_seq, top_scores, complete):
         scores = tf.concat([finished_scores, tf.where(complete, top_scores, -np.inf)], axis=1)
         pick = _top_indices(scores, beam_size)
-        return (tf.gather(tf.concat([finished_seq, top_seq], axis=1), pick, batch_dims=1),
-                tf.gather(scores, pick, batch_dims=1))
+        return (
+            tf.gather(tf.concat([finished_seq, top_seq], axis=1), pick, batch_dims=1),
+            tf.gather(scores, pick, batch_dims=1),
+        )
 
     def run_model(ids, i, states, slots):
         if slot_states is None:
@@ -129,7 +144,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
         # A row that is done stops changing while the batch decodes on, so its result is the
         # one it would get alone: with no alive hypothesis left, no candidate can be complete.
         alive_log_probs = tf.where(rows_done(i, alive_log_probs, finished_scores)[:, None], -np.inf, alive_log_probs)
-        prefix = alive_seq if max_length is not None else alive_seq[:, :, :i + 1]
+        prefix = alive_seq if max_length is not None else alive_seq[:, :, : i + 1]
         ids = tf.reshape(prefix, [batch_size * beam_size, -1])
         logits, states, slots = run_model(ids, i, states, slots)
         top_seq, top_log_probs, top_scores, parents, complete = grow_topk(i, logits, alive_seq, alive_log_probs)
@@ -146,18 +161,21 @@ def beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, voc
     # Only beam 0 starts alive, so the first step does not pick the same token beam_size times.
     alive_log_probs = tf.tile(tf.constant([[0.0] + [-np.inf] * (beam_size - 1)]), [batch_size, 1])
     loop_vars = (
-        tf.constant(0), alive_seq, alive_log_probs, tf.zeros_like(alive_seq), tf.fill([batch_size, beam_size], -np.inf),
+        tf.constant(0),
+        alive_seq,
+        alive_log_probs,
+        tf.zeros_like(alive_seq),
+        tf.fill([batch_size, beam_size], -np.inf),
         tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), {} if states is None else states),
         {} if slot_states is None else slot_states,
     )
     steps, _, _, finished_seq, finished_scores, _, _ = tf.while_loop(
-        not_done, step, loop_vars,
-        shape_invariants=None if max_length else _shape_invariants(loop_vars[:-1]) + ({},))
-    return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1:steps + 1], finished_scores
+        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars[:-1]) + ({},)
+    )
+    return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1 : steps + 1], finished_scores
 
 
-def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id=EOS_ID, states=None,
-                  max_length=None):
+def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id=EOS_ID, states=None, max_length=None):
     """Argmax decoding: beam_search's interface and results for beam 1.
 
     Each row follows its most probable token until EOS or its limit; later positions
@@ -170,7 +188,7 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
     buffer_length = steps_needed if max_length is None else max_length
 
     def step(i, seq, log_probs, lengths, states):
-        logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, :i + 1], i, states)
+        logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, : i + 1], i, states)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         running = lengths == 0
@@ -186,9 +204,10 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
     seq = tf.concat([tf.cast(initial_ids, tf.int32)[:, None], tf.zeros([batch_size, buffer_length], tf.int32)], 1)
     loop_vars = (tf.constant(0), seq, tf.zeros([batch_size]), tf.zeros([batch_size], tf.int32), states or {})
     steps, seq, log_probs, lengths, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars))
+        not_done, step, loop_vars, shape_invariants=None if max_length else _shape_invariants(loop_vars)
+    )
     scores = log_probs / length_penalty(lengths, alpha)
-    return seq[:, None, 1:] if max_length is not None else seq[:, None, 1:steps + 1], scores[:, None]
+    return seq[:, None, 1:] if max_length is not None else seq[:, None, 1 : steps + 1], scores[:, None]
 
 
 def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos_id=EOS_ID, static_shapes=False):
@@ -231,12 +250,23 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
         symbols_to_logits_fn, states = _uncached_step(model, inputs, beam_size), None
     if beam_size == 1:
         return greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length)
-    return beam_search(symbols_to_logits_fn, initial_ids, beam_size, decode_length, model.vocab_size, alpha,
-                       eos_id, states, max_length=max_length, slot_states=slot_states)
+    return beam_search(
+        symbols_to_logits_fn,
+        initial_ids,
+        beam_size,
+        decode_length,
+        model.vocab_size,
+        alpha,
+        eos_id,
+        states,
+        max_length=max_length,
+        slot_states=slot_states,
+    )
 
 
-def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=False, use_cache=True,
-                 eos_id=EOS_ID, xla=False):
+def decode_batch(
+    model, inputs, *, beam_size, alpha, extra_length, return_beams=False, use_cache=True, eos_id=EOS_ID, xla=False
+):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
     Returns (ids [batch, length], scores [batch]) for the best hypothesis, or all beams
@@ -251,8 +281,16 @@ def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=
         model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
 
         def decode_inputs(batch):
-            return decode(model_ref(), batch, beam_size=beam_size, alpha=alpha, extra_length=extra_length,
-                          use_cache=use_cache, eos_id=eos_id, static_shapes=xla)
+            return decode(
+                model_ref(),
+                batch,
+                beam_size=beam_size,
+                alpha=alpha,
+                extra_length=extra_length,
+                use_cache=use_cache,
+                eos_id=eos_id,
+                static_shapes=xla,
+            )
 
         if xla:  # static shapes: one trace and compilation per input shape
             compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False)
@@ -261,7 +299,7 @@ def decode_batch(model, inputs, *, beam_size, alpha, extra_length, return_beams=
     ids, scores = compiled[settings](tf.convert_to_tensor(inputs, tf.int32))
     ids, scores = ids.numpy(), scores.numpy()
     if xla:
-        ids = ids[..., :_used_length(ids)]
+        ids = ids[..., : _used_length(ids)]
     return (ids, scores) if return_beams else (ids[:, 0], scores[:, 0])
 
 
@@ -315,6 +353,7 @@ def _cached_step(model, inputs, beam_size, max_length=None):
         return logits, new_slots, [leaf for leaf, g in zip(tf.nest.flatten(new_cache), grows) if g]
 
     if not beam_slots:
+
         def symbols_to_logits_fn(ids, step, growing):
             logits, _, growing = run(ids, step, join(growing))
             return logits, growing
@@ -368,5 +407,6 @@ def _shape_invariants(loop_vars):
     """Fixed shapes for the loop's own tensors; state leaves may grow on any axis but the last."""
     *fixed, states = loop_vars
     growing = tf.nest.map_structure(
-        lambda state: tf.TensorShape([None] * (state.shape.rank - 1) + [state.shape[-1]]), states)
+        lambda state: tf.TensorShape([None] * (state.shape.rank - 1) + [state.shape[-1]]), states
+    )
     return tuple(tensor.shape for tensor in fixed) + (growing,)

@@ -11,11 +11,14 @@ import sys
 from t2t_lite.decode import inference
 
 
-def default_output_path(input_path: str, model_name: str, hparams_set: str, problem_name: str,
-                        settings: inference.DecodeHParams) -> str:
+def default_output_path(
+    input_path: str, model_name: str, hparams_set: str, problem_name: str, settings: inference.DecodeHParams
+) -> str:
     """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
-    return (f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
-            f".beam{settings.beam_size}.alpha{settings.alpha}.decodes")
+    return (
+        f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
+        f".beam{settings.beam_size}.alpha{settings.alpha}.decodes"
+    )
 
 
 def write_lines(path: str, lines) -> None:
@@ -27,8 +30,16 @@ def write_lines(path: str, lines) -> None:
     os.replace(temporary, path)
 
 
-def decode_split(model, problem, data_dir: str, split: str, settings: inference.DecodeHParams, output_path: str,
-                 *, progress: bool = True) -> list:
+def decode_split(
+    model,
+    problem,
+    data_dir: str,
+    split: str,
+    settings: inference.DecodeHParams,
+    output_path: str,
+    *,
+    progress: bool = True,
+) -> list:
     """Decodes the `split` examples of a generated problem; writes `.decodes`, `.inputs` and `.targets` files.
 
     The inputs and targets are the detokenized ids of the TFRecords, i.e. the
@@ -48,7 +59,9 @@ def decode_split(model, problem, data_dir: str, split: str, settings: inference.
     return translations
 
 
-def decode_interactive(model, vocabulary, settings: inference.DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
+def decode_interactive(
+    model, vocabulary, settings: inference.DecodeHParams, stdin=sys.stdin, stdout=sys.stdout
+) -> None:
     """Reads a sentence per line from stdin and prints its decoding, until end of input."""
     for line in stdin:
         try:

@@ -18,8 +18,8 @@ import keras
 import numpy as np
 
 from t2t_lite import registry
-from t2t_lite.decode import beam_search, quantization
 from t2t_lite.data.vocabulary import EOS_ID
+from t2t_lite.decode import beam_search, quantization
 from t2t_lite.hparam import HParamsError, parse_overrides
 from t2t_lite.train import checkpoints
 
@@ -47,14 +47,18 @@ class DecodeHParams:
     return_beams: bool = False  # Write every beam with its score (n-best), not only the best.
     xla: bool = False  # Compile the whole search with XLA: one compilation per padded batch shape.
     max_input_size: int = 0  # Longer inputs are cut to this many ids (EOS included), and named; 0 = no cut.
-    quantize: str = ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/decode/quantization.py); "" = float32.
+    quantize: str = (
+        ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/decode/quantization.py); "" = float32.
+    )
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
         cut_ok = self.max_input_size == 0 or self.max_input_size >= 2
         if self.beam_size < 1 or self.batch_size < 1 or self.extra_length < 0 or not cut_ok:
-            raise ValueError(f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
-                             f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self}).")
+            raise ValueError(
+                f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
+                f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self})."
+            )
 
 
 def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
@@ -66,8 +70,9 @@ def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
         return DecodeHParams(**settings)
     except ValueError as error:  # HParamsError too: say which flag to fix
         message = str(error)
-        raise HParamsError(message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}") \
-            from None
+        raise HParamsError(
+            message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}"
+        ) from None
 
 
 def load_hparams(hparams_set: str, overrides: str, model_dir: str):
@@ -113,18 +118,29 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
     bar = keras.utils.Progbar(len(lines), unit_name="sentence", stateful_metrics=["sentences/s"]) if progress else None
     start = time.time()
     for first in range(0, len(order), settings.batch_size):
-        batch = order[first:first + settings.batch_size]
+        batch = order[first : first + settings.batch_size]
         inputs = _pad([encoded[index] for index in batch])
         if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
             inputs = _pad(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
         ids, scores = beam_search.decode_batch(
-            model, inputs, beam_size=settings.beam_size, alpha=settings.alpha,
-            extra_length=settings.extra_length, return_beams=True, xla=settings.xla)
+            model,
+            inputs,
+            beam_size=settings.beam_size,
+            alpha=settings.alpha,
+            extra_length=settings.extra_length,
+            return_beams=True,
+            xla=settings.xla,
+        )
         for row, index in enumerate(batch):
             usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
-            results[index] = Translation(lines[index], [vocabulary.decode(ids[row, beam]) for beam in usable],
-                                         [float(scores[row, beam]) for beam in usable], encoded[index],
-                                         len(full[index]), _until_eos(ids[row, usable[0]]))
+            results[index] = Translation(
+                lines[index],
+                [vocabulary.decode(ids[row, beam]) for beam in usable],
+                [float(scores[row, beam]) for beam in usable],
+                encoded[index],
+                len(full[index]),
+                _until_eos(ids[row, usable[0]]),
+            )
         if bar is not None:
             done = first + len(batch)
             bar.update(done, values=[("sentences/s", done / max(time.time() - start, 1e-9))])
@@ -143,14 +159,14 @@ def _cut(ids, max_input_size):
     """The first max_input_size - 1 ids and EOS (0 = all of them)."""
     if not max_input_size or len(ids) <= max_input_size:
         return ids
-    return ids[:max_input_size - 1] + [EOS_ID]
+    return ids[: max_input_size - 1] + [EOS_ID]
 
 
 def _until_eos(ids) -> list:
     """A hypothesis' ids up to its first EOS (kept), else without the padding after its last token."""
     ids = [int(i) for i in ids]
     if EOS_ID in ids:
-        return ids[:ids.index(EOS_ID) + 1]
+        return ids[: ids.index(EOS_ID) + 1]
     while ids and ids[-1] == 0:
         ids.pop()
     return ids
@@ -165,8 +181,10 @@ def truncation_note(translations, settings: DecodeHParams, noun: str = "input li
     if len(numbers) > shown:
         listed += f" and {len(numbers) - shown} more"
     nouns = noun if len(numbers) == 1 else noun + "s"
-    return (f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
-            f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}.")
+    return (
+        f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
+        f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}."
+    )
 
 
 def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
@@ -174,7 +192,7 @@ def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
     length = max(len(sequence) for sequence in sequences)
     batch = np.zeros((max(len(sequences), rows), -(-length // multiple) * multiple), np.int32)
     for row, sequence in enumerate(sequences):
-        batch[row, :len(sequence)] = sequence
+        batch[row, : len(sequence)] = sequence
     return batch
 
 
@@ -189,21 +207,31 @@ def _check_learned_positions(model, encoded, extra_length):
                 f"input line {number} has {len(ids)} ids (EOS included); with extra_length={extra_length} its "
                 f"decoding would need {len(ids) + extra_length} positions, but the learned position table "
                 f"(pos=emb) has {position.max_positions}. Shorten or split the line, lower extra_length, or cut "
-                f"long lines with --decode_hparams=max_input_size={position.max_positions - extra_length}.")
+                f"long lines with --decode_hparams=max_input_size={position.max_positions - extra_length}."
+            )
 
 
 def input_note(translation: Translation) -> str:
     """Says that the model read a cut input ("" if it read all of it)."""
     if not translation.truncated:
         return ""
-    return (f"The input had {translation.source_length} ids (EOS included); the model read its first "
-            f"{len(translation.source_ids) - 1} and EOS (max_input_size).")
+    return (
+        f"The input had {translation.source_length} ids (EOS included); the model read its first "
+        f"{len(translation.source_ids) - 1} and EOS (max_input_size)."
+    )
 
 
-def load_model_for_decoding(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer",
-               quantize: str = ""):
+def load_model_for_decoding(
+    problem, hparams, data_dir: str, checkpoint_path_or_dir: str, model_name: str = "transformer", quantize: str = ""
+):
     """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary, its products quantized as asked."""
     vocabulary = problem.vocabulary(data_dir)
-    model = checkpoints.restore_model(checkpoint_path_or_dir, hparams, vocabulary.vocab_size, model_name,
-                                   problem.name, getattr(vocabulary, "fingerprint", None))
+    model = checkpoints.restore_model(
+        checkpoint_path_or_dir,
+        hparams,
+        vocabulary.vocab_size,
+        model_name,
+        problem.name,
+        getattr(vocabulary, "fingerprint", None),
+    )
     return quantization.quantize_for_decoding(model, quantize)

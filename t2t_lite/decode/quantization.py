@@ -50,8 +50,7 @@ MODES = ("", "int8", "bfloat16")  # "" = float32 weights, as trained
 
 def check_mode(mode: str) -> None:
     if mode not in MODES:
-        raise ValueError(f"--decode_hparams: quantize={mode!r}; choose '' (float32, as trained), 'int8' or "
-                         "'bfloat16'.")
+        raise ValueError(f"--decode_hparams: quantize={mode!r}; choose '' (float32, as trained), 'int8' or 'bfloat16'.")
 
 
 def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:

@@ -13,7 +13,6 @@ rest of the search's bookkeeping together; these functions give exactly its resu
 import numpy as np
 import tensorflow as tf
 
-
 # Elements per chunk in `chunked_top_k`: big enough that the per-chunk maxima are few, small
 # enough that k chunks are cheap to search.
 CHUNK_SIZE = 128

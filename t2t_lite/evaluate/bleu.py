@@ -59,13 +59,15 @@ class BleuReport:
     lines: int
 
     def __str__(self) -> str:
-        return "\n".join([
-            f"sacreBLEU = {self.sacrebleu:.2f}  ({self.sacrebleu_signature})",
-            f"chrF2 = {self.chrf:.2f}  ({self.chrf_signature})",
-            f"BLEU tokenized as in the paper (t2t bleu_tokenize + ##AT## compound splitting; "
-            f"not comparable with sacreBLEU) = {self.paper_bleu:.2f}  (uncased {self.paper_bleu_uncased:.2f})",
-            f"lines = {self.lines}",
-        ])
+        return "\n".join(
+            [
+                f"sacreBLEU = {self.sacrebleu:.2f}  ({self.sacrebleu_signature})",
+                f"chrF2 = {self.chrf:.2f}  ({self.chrf_signature})",
+                f"BLEU tokenized as in the paper (t2t bleu_tokenize + ##AT## compound splitting; "
+                f"not comparable with sacreBLEU) = {self.paper_bleu:.2f}  (uncased {self.paper_bleu_uncased:.2f})",
+                f"lines = {self.lines}",
+            ]
+        )
 
 
 def evaluate_files(translation_path: str, reference_path: str) -> BleuReport:
@@ -79,7 +81,8 @@ def _translation_lines(translation_path: str, reference: list, reference_path: s
     if len(translation) != len(reference):
         raise LineCountError(
             f"{translation_path} has {len(translation)} lines but --reference={reference_path} has "
-            f"{len(reference)}; line i of one must translate line i of the other.")
+            f"{len(reference)}; line i of one must translate line i of the other."
+        )
     return translation
 
 
@@ -89,18 +92,25 @@ def evaluate(translation: list, reference: list) -> BleuReport:
     bleu_score = bleu.corpus_score(translation, [reference])
     chrf_score = chrf.corpus_score(translation, [reference])
     return BleuReport(
-        sacrebleu=bleu_score.score, sacrebleu_signature=str(bleu.get_signature()),
-        chrf=chrf_score.score, chrf_signature=str(chrf.get_signature()),
+        sacrebleu=bleu_score.score,
+        sacrebleu_signature=str(bleu.get_signature()),
+        chrf=chrf_score.score,
+        chrf_signature=str(chrf.get_signature()),
         paper_bleu=paper_bleu(translation, reference),
         paper_bleu_uncased=paper_bleu(translation, reference, lowercase=True),
-        lines=len(translation))
+        lines=len(translation),
+    )
 
 
 # -- The paper's tokenized BLEU ------------------------------------------------------------------
 
+
 def paper_bleu(translation: list, reference: list, lowercase: bool = False) -> float:
     """multi-bleu.perl's corpus BLEU (0–100) over `paper_tokenize`d lines."""
-    join = lambda lines: [" ".join(paper_tokenize(line.lower() if lowercase else line)) for line in lines]
+
+    def join(lines):
+        return [" ".join(paper_tokenize(line.lower() if lowercase else line)) for line in lines]
+
     scorer = BLEU(tokenize="none", smooth_method="none", force=True)
     return scorer.corpus_score(join(translation), [join(reference)]).score
 
@@ -137,11 +147,13 @@ def _unicode_patterns() -> dict:
 
 
 def _characters_of_category(prefix: str) -> str:
-    return re.escape("".join(chr(code) for code in range(sys.maxunicode)
-                             if unicodedata.category(chr(code)).startswith(prefix)))
+    return re.escape(
+        "".join(chr(code) for code in range(sys.maxunicode) if unicodedata.category(chr(code)).startswith(prefix))
+    )
 
 
 # -- Scores by checkpoint step, for t2t-bleu --translations_dir ---------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class StepScore:
@@ -170,19 +182,25 @@ def step_files(translations_dir: str) -> list:
             sources.add(match["source"])
             found.append((int(match["step"]), int(match["average_of"] or 0), os.path.join(translations_dir, name)))
     if len(sources) > 1:
-        raise ValueError(f"--translations_dir={translations_dir} holds translations of several sources "
-                         f"({', '.join(sorted(sources))}); give each source its own directory.")
+        raise ValueError(
+            f"--translations_dir={translations_dir} holds translations of several sources "
+            f"({', '.join(sorted(sources))}); give each source its own directory."
+        )
     if not found:
-        raise ValueError(f"--translations_dir={translations_dir}: no translation files named <source>-<step> "
-                         f"(as t2t-translate-all writes them).")
+        raise ValueError(
+            f"--translations_dir={translations_dir}: no translation files named <source>-<step> "
+            f"(as t2t-translate-all writes them)."
+        )
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
 def evaluate_steps(translations_dir: str, reference_path: str) -> list:
     """A `StepScore` for each translation file of `translations_dir` against the reference."""
     reference = read_lines(reference_path)
-    return [StepScore(step, average_of, path, evaluate(_translation_lines(path, reference, reference_path), reference))
-            for step, average_of, path in step_files(translations_dir)]
+    return [
+        StepScore(step, average_of, path, evaluate(_translation_lines(path, reference, reference_path), reference))
+        for step, average_of, path in step_files(translations_dir)
+    ]
 
 
 def format_table(scores: list) -> str:
@@ -202,8 +220,9 @@ def write_events(scores: list, event_dir: str) -> None:
     writer = tf.summary.create_file_writer(event_dir)
     for score in scores:
         suffix = f"_avg{score.average_of}" if score.average_of else ""
-        write_scalars(writer, score.step, {"sacreBLEU" + suffix: score.report.sacrebleu,
-                                              "chrF2" + suffix: score.report.chrf})
+        write_scalars(
+            writer, score.step, {"sacreBLEU" + suffix: score.report.sacrebleu, "chrF2" + suffix: score.report.chrf}
+        )
     writer.close()
 
 
@@ -225,8 +244,13 @@ def plot_steps(scores: list, path: str) -> None:
         axes.plot([s.step for s in single], [s.report.sacrebleu for s in single], "o-", label="checkpoint")
     for average_of in sorted({score.average_of for score in scores} - {0}):
         averaged = [score for score in scores if score.average_of == average_of]
-        axes.plot([s.step for s in averaged], [s.report.sacrebleu for s in averaged], "*", markersize=14,
-                  label=f"average of the last {average_of}")
+        axes.plot(
+            [s.step for s in averaged],
+            [s.report.sacrebleu for s in averaged],
+            "*",
+            markersize=14,
+            label=f"average of the last {average_of}",
+        )
     axes.set_xlabel("training step")
     axes.set_ylabel("sacreBLEU")
     axes.grid(alpha=0.3)

@@ -68,9 +68,11 @@ class ParseReport:
 
     def __str__(self) -> str:
         s = self.score
-        return (f"Bracketing precision = {s.precision:.2f}  recall = {s.recall:.2f}  F1 = {s.f1:.2f}  "
-                f"(EVALB COLLINS.prm; matched {s.matched}, predicted {s.predicted}, gold {s.gold})\n"
-                f"sentences = {self.sentences}, repaired outputs = {self.repaired}")
+        return (
+            f"Bracketing precision = {s.precision:.2f}  recall = {s.recall:.2f}  F1 = {s.f1:.2f}  "
+            f"(EVALB COLLINS.prm; matched {s.matched}, predicted {s.predicted}, gold {s.gold})\n"
+            f"sentences = {self.sentences}, repaired outputs = {self.repaired}"
+        )
 
 
 def evaluate_files(decoded_path: str, gold_path: str) -> ParseReport:
@@ -78,8 +80,10 @@ def evaluate_files(decoded_path: str, gold_path: str) -> ParseReport:
     decoded = text_lines.read_lines(decoded_path)
     gold = [trees.clean(tree) for tree in trees.read_trees(text_lines.read_text(gold_path), source=gold_path)]
     if len(decoded) != len(gold):
-        raise ParseEvalError(f"--decoded_trees={decoded_path} has {len(decoded)} lines but "
-                             f"--gold_trees={gold_path} has {len(gold)} trees; they must correspond one to one.")
+        raise ParseEvalError(
+            f"--decoded_trees={decoded_path} has {len(decoded)} lines but "
+            f"--gold_trees={gold_path} has {len(gold)} trees; they must correspond one to one."
+        )
     return evaluate(decoded, gold)
 
 
@@ -94,6 +98,7 @@ def evaluate(decoded_lines: list, gold_trees: list) -> ParseReport:
 
 
 # -- Repairing decoded outputs -------------------------------------------------------------------
+
 
 def repair(text: str, num_words: int) -> str:
     """A well-formed linearization of `text` with exactly `num_words` leaves."""
@@ -151,6 +156,7 @@ def _drop_empty_constituents(tokens):
 
 # -- EVALB scoring -------------------------------------------------------------------------------
 
+
 def score_tree(predicted: trees.Tree, gold: trees.Tree) -> BracketScore:
     """Matched, predicted and gold bracket counts of one sentence (same words in both trees)."""
     # The linearization keeps exactly the punctuation tags and writes XX for every other leaf.
@@ -182,4 +188,3 @@ def _collect(tree, kept, first_leaf, counts, is_root=False):
         start = sum(kept[:first_leaf])
         counts[(EQUIVALENT_LABELS.get(tree.label, tree.label), start, start + words)] += 1
     return leaves, words
-

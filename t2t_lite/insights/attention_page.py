@@ -98,10 +98,16 @@ def sentence_data(source: str, source_tokens, target_tokens, beams, attention, n
             weights = np.asarray(weights)
             check_shape(kind, layer, weights, tokens[query_axis], tokens[key_axis])
             levels.append(quantize(weights))
-    return {"source": source, "source_tokens": tokens["source"], "target_tokens": tokens["target"],
-            "beams": [[text, round(float(score), 4)] for text, score in beams], "note": note,
-            "layers": len(attention["encoder_self"]), "heads": int(np.asarray(attention["encoder_self"][0]).shape[0]),
-            "attention": base64.b64encode(zlib.compress(b"".join(levels), 9)).decode("ascii")}
+    return {
+        "source": source,
+        "source_tokens": tokens["source"],
+        "target_tokens": tokens["target"],
+        "beams": [[text, round(float(score), 4)] for text, score in beams],
+        "note": note,
+        "layers": len(attention["encoder_self"]),
+        "heads": int(np.asarray(attention["encoder_self"][0]).shape[0]),
+        "attention": base64.b64encode(zlib.compress(b"".join(levels), 9)).decode("ascii"),
+    }
 
 
 def quantize(weights) -> bytes:
@@ -115,15 +121,27 @@ def render(sentences, *, title: str, details: str = "", form: dict = None, messa
     form: {"action": URL, "text": the last input, "max_chars": its limit, "hint": a line beside the
     button}, for t2t-insights; message: a notice shown above the viewer (e.g. why an input was refused).
     """
-    form_html = "" if form is None else FORM.format(
-        action=html.escape(form["action"]), text=html.escape(form.get("text", "")),
-        max_chars=int(form["max_chars"]), hint=html.escape(form.get("hint", "")))
+    form_html = (
+        ""
+        if form is None
+        else FORM.format(
+            action=html.escape(form["action"]),
+            text=html.escape(form.get("text", "")),
+            max_chars=int(form["max_chars"]),
+            hint=html.escape(form.get("hint", "")),
+        )
+    )
     message_html = f'<p class="message" role="alert">{html.escape(message)}</p>\n' if message else ""
     return PAGE.format(
-        title=html.escape(title), details=html.escape(details), form=form_html, message=message_html,
+        title=html.escape(title),
+        details=html.escape(details),
+        form=form_html,
+        message=message_html,
         hidden="" if sentences else " hidden",
-        style=_asset("attention_page.css"), script=_asset("attention_page.js"),
-        data=_json_in_html({"sentences": list(sentences)}))
+        style=_asset("attention_page.css"),
+        script=_asset("attention_page.js"),
+        data=_json_in_html({"sentences": list(sentences)}),
+    )
 
 
 def write_page(path: str, sentences, *, title: str, details: str = "") -> str:

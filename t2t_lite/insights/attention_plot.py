@@ -64,6 +64,7 @@ def _pyplot():
         raise ImportError("plot_attention needs matplotlib, an optional extra: pip install matplotlib") from None
     matplotlib.use("Agg")  # files only: works without a display
     from matplotlib import pyplot
+
     return pyplot
 
 
@@ -71,8 +72,10 @@ def check_shape(kind, layer, weights, query_tokens, key_tokens):
     """Stops on weights that are not [heads, one query per query token, one key per key token]."""
     expected = (len(query_tokens), len(key_tokens))
     if weights.ndim != 3 or weights.shape[1:] != expected:
-        raise ValueError(f"{kind} layer {layer}: attention of shape {weights.shape} does not match "
-                         f"[heads, {expected[0]} query tokens, {expected[1]} key tokens].")
+        raise ValueError(
+            f"{kind} layer {layer}: attention of shape {weights.shape} does not match "
+            f"[heads, {expected[0]} query tokens, {expected[1]} key tokens]."
+        )
 
 
 def _heat_map(pyplot, weights, query_tokens, key_tokens, title, path):

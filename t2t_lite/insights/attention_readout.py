@@ -22,23 +22,32 @@ def attention_weights(model, translation: inference.Translation) -> dict:
     [heads, queries, keys] numpy arrays: the weights behind the paper's Figures 3–5.
     """
     target_ids = translation.ids or [EOS_ID]
-    _, attention = model({"inputs": np.array([translation.source_ids], np.int32),
-                          "targets": np.array([target_ids], np.int32)}, return_attention=True)
+    _, attention = model(
+        {"inputs": np.array([translation.source_ids], np.int32), "targets": np.array([target_ids], np.int32)},
+        return_attention=True,
+    )
     return {kind: [np.asarray(layer, np.float32)[0] for layer in layers] for kind, layers in attention.items()}
 
 
 def attention_sentences(model, vocabulary, translations) -> list:
     """The sentences of the attention and beam page (t2t_lite.insights.attention_page) for `translations`."""
-    return [attention_page.sentence_data(translation.source, *_tokens(vocabulary, translation),
-                                         zip(translation.hypotheses, translation.scores),
-                                         attention_weights(model, translation), inference.input_note(translation))
-            for translation in translations]
+    return [
+        attention_page.sentence_data(
+            translation.source,
+            *_tokens(vocabulary, translation),
+            zip(translation.hypotheses, translation.scores),
+            attention_weights(model, translation),
+            inference.input_note(translation),
+        )
+        for translation in translations
+    ]
 
 
 def write_attention_page(model, vocabulary, translations, path: str, *, title: str, details: str = "") -> str:
     """Writes the attention and beam page of `translations` to `path`; returns the path."""
-    return attention_page.write_page(path, attention_sentences(model, vocabulary, translations), title=title,
-                                     details=details)
+    return attention_page.write_page(
+        path, attention_sentences(model, vocabulary, translations), title=title, details=details
+    )
 
 
 def attention_pictures(model, vocabulary, translations, directory: str) -> list:
@@ -47,9 +56,11 @@ def attention_pictures(model, vocabulary, translations, directory: str) -> list:
 
     written = []
     for index, translation in enumerate(translations):
-        written += attention_plot.plot_attention(*_tokens(vocabulary, translation),
-                                                 attention_weights(model, translation),
-                                                 os.path.join(directory, f"sentence_{index:04d}"))
+        written += attention_plot.plot_attention(
+            *_tokens(vocabulary, translation),
+            attention_weights(model, translation),
+            os.path.join(directory, f"sentence_{index:04d}"),
+        )
     return written
 
 

@@ -48,8 +48,17 @@ def max_input_ids(model, hparams, settings: inference.DecodeHParams) -> tuple:
 class Insights:
     """Decodes the sentences typed in the form and renders the page that shows them."""
 
-    def __init__(self, model, vocabulary, settings: inference.DecodeHParams, *, max_input_ids: int,
-                 limit_reason: str = "the model's limit", title: str = "t2t-insights", details: str = ""):
+    def __init__(
+        self,
+        model,
+        vocabulary,
+        settings: inference.DecodeHParams,
+        *,
+        max_input_ids: int,
+        limit_reason: str = "the model's limit",
+        title: str = "t2t-insights",
+        details: str = "",
+    ):
         self.model, self.vocabulary, self.settings = model, vocabulary, settings
         self.max_input_ids, self.limit_reason = max_input_ids, limit_reason
         self.title, self.details = title, details
@@ -60,9 +69,13 @@ class Insights:
         sentences = []
         if text is not None and not message:
             sentences, message = self._decode(text)
-        form = {"action": "/", "text": text or "", "max_chars": MAX_CHARS,
-                "hint": f"One sentence per line, at most {MAX_SENTENCES}; at most {self.max_input_ids} subword "
-                        f"ids each ({self.limit_reason})."}
+        form = {
+            "action": "/",
+            "text": text or "",
+            "max_chars": MAX_CHARS,
+            "hint": f"One sentence per line, at most {MAX_SENTENCES}; at most {self.max_input_ids} subword "
+            f"ids each ({self.limit_reason}).",
+        }
         return attention_page.render(sentences, title=self.title, details=self.details, form=form, message=message)
 
     def _decode(self, text: str) -> tuple:
@@ -86,7 +99,8 @@ class Insights:
         if length > self.max_input_ids:
             raise inference.BadInputError(
                 f"input line {number} has {length} subword ids (EOS included); this model takes at most "
-                f"{self.max_input_ids} ({self.limit_reason}). Shorten or split it.")
+                f"{self.max_input_ids} ({self.limit_reason}). Shorten or split it."
+            )
 
 
 def make_server(insights: Insights, host: str, port: int) -> http.server.ThreadingHTTPServer:
@@ -105,8 +119,9 @@ def _handler(insights: Insights):
             if url.path != "/":
                 return self._send(404, insights.page(message=f"No page at {url.path}; the page is /."))
             try:
-                text = urllib.parse.parse_qs(url.query, keep_blank_values=True, encoding="utf-8",
-                                              errors="strict").get("text", [None])[0]
+                text = urllib.parse.parse_qs(url.query, keep_blank_values=True, encoding="utf-8", errors="strict").get(
+                    "text", [None]
+                )[0]
             except UnicodeDecodeError:
                 return self._send(400, insights.page(message=NOT_UTF8))
             self._answer(text)
@@ -118,12 +133,17 @@ def _handler(insights: Insights):
             if not length.isdigit():
                 return self._send(411, insights.page(message="The request has no Content-Length; send the form."))
             if int(length) > MAX_BODY_BYTES:  # refused unread; the connection closes after the answer
-                return self._send(413, insights.page(
-                    message=f"The request has {int(length):,} bytes; this page takes at most {MAX_BODY_BYTES:,}."))
+                return self._send(
+                    413,
+                    insights.page(
+                        message=f"The request has {int(length):,} bytes; this page takes at most {MAX_BODY_BYTES:,}."
+                    ),
+                )
             body = self.rfile.read(int(length))
             try:
-                text = urllib.parse.parse_qs(body.decode("utf-8"), keep_blank_values=True, encoding="utf-8",
-                                              errors="strict")
+                text = urllib.parse.parse_qs(
+                    body.decode("utf-8"), keep_blank_values=True, encoding="utf-8", errors="strict"
+                )
             except UnicodeDecodeError:
                 return self._send(400, insights.page(message=NOT_UTF8))
             self._answer(text.get("text", [""])[0])
@@ -133,8 +153,12 @@ def _handler(insights: Insights):
                 self._send(200, insights.page(text))
             except Exception as error:  # a bug, not a user mistake: the page says so, the console has the trace
                 traceback.print_exc(file=sys.stderr)
-                self._send(500, insights.page(message=f"Decoding failed ({type(error).__name__}: {error}); "
-                                                      f"the server's console shows where."))
+                self._send(
+                    500,
+                    insights.page(
+                        message=f"Decoding failed ({type(error).__name__}: {error}); the server's console shows where."
+                    ),
+                )
 
         def _send(self, status: int, page: str):
             body = page.encode("utf-8")

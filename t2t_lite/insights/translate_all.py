@@ -47,17 +47,27 @@ class CheckpointTranslator:
         # The first load also checks problem.json against the problem and vocabulary. A quantized
         # model has int8 or bfloat16 variables where a checkpoint has float32 ones: it is loaded anew each time.
         if self.model is None or self.settings.quantize:
-            self.model = inference.load_model_for_decoding(self.problem, self.hparams, self.data_dir, checkpoint_path,
-                                              self.model_name, self.settings.quantize)
+            self.model = inference.load_model_for_decoding(
+                self.problem, self.hparams, self.data_dir, checkpoint_path, self.model_name, self.settings.quantize
+            )
         else:
             checkpoints.restore_weights(self.model, checkpoint_path)  # every checkpoint of a run: one architecture
         translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
         return [translation.line(self.settings.return_beams) for translation in translations]
 
 
-def translate_all(translator: CheckpointTranslator, model_dir: str, source_path: str, lines: list,
-                  translations_dir: str, *, min_steps: int = 0, wait_minutes: float = 0,
-                  average_last_n: int = 0, log=print) -> list:
+def translate_all(
+    translator: CheckpointTranslator,
+    model_dir: str,
+    source_path: str,
+    lines: list,
+    translations_dir: str,
+    *,
+    min_steps: int = 0,
+    wait_minutes: float = 0,
+    average_last_n: int = 0,
+    log=print,
+) -> list:
     """Decodes `lines` with every checkpoint of `model_dir`; returns the paths written by this call.
 
     Waits up to `wait_minutes` after the last new checkpoint for another one (0: one pass
@@ -127,6 +137,5 @@ def _translate_to(translator, checkpoint_path, label, lines, output, log) -> str
     translations = translator.translate(checkpoint_path, lines)
     decode_files.write_lines(output, translations)
     seconds = time.time() - start
-    log(f"{label}: {len(lines)} lines in {seconds:.0f} s "
-        f"({len(lines) / max(seconds, 1e-9):.1f} lines/s) -> {output}")
+    log(f"{label}: {len(lines)} lines in {seconds:.0f} s ({len(lines) / max(seconds, 1e-9):.1f} lines/s) -> {output}")
     return output

@@ -62,8 +62,9 @@ def _shared_memory_attention(query, key, value, bias, dropout, training, keys_tr
     """
     batch, heads, length, depth = (ops.shape(query)[axis] for axis in range(4))
     rows = ops.shape(key)[0]
-    grouped = ops.reshape(ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)),
-                          (rows, heads, -1, depth))
+    grouped = ops.reshape(
+        ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)), (rows, heads, -1, depth)
+    )
     output, weights = scaled_dot_product_attention(grouped, key, value, bias, dropout, training, keys_transposed)
 
     def ungroup(x):  # [rows, heads, group·length, n] -> [rows·group, heads, length, n]
@@ -134,8 +135,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @classmethod
     def from_hparams(cls, hparams, name, dtype=None):
-        return cls(hparams.num_heads, hparams.key_channels, hparams.value_channels, hparams.hidden_size,
-                   hparams.attention_dropout, name=name, dtype=dtype)
+        return cls(
+            hparams.num_heads,
+            hparams.key_channels,
+            hparams.value_channels,
+            hparams.hidden_size,
+            hparams.attention_dropout,
+            name=name,
+            dtype=dtype,
+        )
 
     def build(self, query_input_shape, memory_input_shape=None):
         def projection(units, name):
@@ -166,11 +174,22 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_memory(self, memory):
         """Keys and values of the encoder output, computed once per sentence for decoding."""
-        return {"k": self.split_heads(self.key_projection(memory)),
-                "v": self.split_heads(self.value_projection(memory))}
+        return {
+            "k": self.split_heads(self.key_projection(memory)),
+            "v": self.split_heads(self.value_projection(memory)),
+        }
 
-    def call(self, query_input, memory_input=None, bias=None, cache=None, memory_kv=None,
-             return_weights=False, training=False, cache_position=None):
+    def call(
+        self,
+        query_input,
+        memory_input=None,
+        bias=None,
+        cache=None,
+        memory_kv=None,
+        return_weights=False,
+        training=False,
+        cache_position=None,
+    ):
         query = self.split_heads(self.query_projection(query_input))
         if cache is not None:  # self-attention, one more step: attend over all steps so far
             step = self.project_memory(query_input)
@@ -178,8 +197,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 cache = {name: ops.concatenate([cache[name], step[name]], axis=2) for name in ("k", "v")}
                 key = cache["k"]
             else:
-                cache = {"k_transposed": _write_in_place(cache["k_transposed"], step["k"], cache_position, True),
-                         "v": _write_in_place(cache["v"], step["v"], cache_position)}
+                cache = {
+                    "k_transposed": _write_in_place(cache["k_transposed"], step["k"], cache_position, True),
+                    "v": _write_in_place(cache["v"], step["v"], cache_position),
+                }
                 key = cache["k_transposed"]
             value = cache["v"]
         else:
@@ -188,14 +209,20 @@ class MultiHeadAttention(keras.layers.Layer):
             key, value = memory_kv["k"], memory_kv["v"]
         dropout = self.dropout if self.attention_dropout else None
         if cache_position is not None or (memory_kv is not None and cache is None):
-            heads, weights = _shared_memory_attention(query, key, value, bias, dropout, training,
-                                                      keys_transposed=cache_position is not None)
+            heads, weights = _shared_memory_attention(
+                query, key, value, bias, dropout, training, keys_transposed=cache_position is not None
+            )
         else:
             heads, weights = scaled_dot_product_attention(query, key, value, bias, dropout, training)
         output = self.output_projection(self.combine_heads(heads))
         return output, (weights if return_weights else None), cache
 
     def get_config(self):
-        return {**super().get_config(), "num_heads": self.num_heads, "key_channels": self.key_channels,
-                "value_channels": self.value_channels, "output_size": self.output_size,
-                "attention_dropout": self.attention_dropout}
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "key_channels": self.key_channels,
+            "value_channels": self.value_channels,
+            "output_size": self.output_size,
+            "attention_dropout": self.attention_dropout,
+        }

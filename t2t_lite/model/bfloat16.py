@@ -26,9 +26,9 @@ def bfloat16_matmul(x, weights, transpose_weights=False):
     rounded = ops.cast(x, "bfloat16")
     if keras.backend.backend() == "tensorflow" and compiled_by_xla():
         import tensorflow as tf
+
         rows = tf.reshape(rounded, [-1, rounded.shape[-1]])
-        products = tf.matmul(rows, ops.cast(weights, "bfloat16"), transpose_b=transpose_weights,
-                             output_type=tf.float32)
+        products = tf.matmul(rows, ops.cast(weights, "bfloat16"), transpose_b=transpose_weights, output_type=tf.float32)
         leading = [size if size is not None else tf.shape(x)[axis] for axis, size in enumerate(x.shape[:-1])]
         return tf.reshape(products, leading + [products.shape[-1]])
     weights = ops.cast(ops.cast(weights, "bfloat16"), "float32")
@@ -42,8 +42,9 @@ def replace_by_bfloat16(layer, attribute, new_attribute, name):
     try:
         delattr(layer, attribute)
         # autocast=False: a float32 layer must not cast the bfloat16 variable back to float32 when it reads it.
-        variable = layer.add_weight(name=name, shape=rounded.shape, initializer="zeros", dtype="bfloat16",
-                                    trainable=False, autocast=False)
+        variable = layer.add_weight(
+            name=name, shape=rounded.shape, initializer="zeros", dtype="bfloat16", trainable=False, autocast=False
+        )
         setattr(layer, new_attribute, variable)
     finally:
         layer._tracker.lock()

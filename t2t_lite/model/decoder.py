@@ -43,25 +43,55 @@ class DecoderLayer(keras.layers.Layer):
         self.self_attention = MultiHeadAttention.from_hparams(self.hparams, "self_attention", dtype)
         self.self_attention_residual = ResidualNorm.from_hparams(self.hparams, "self_attention_residual", dtype)
         self.memory_attention = MultiHeadAttention.from_hparams(self.hparams, "encoder_decoder_attention", dtype)
-        self.memory_attention_residual = ResidualNorm.from_hparams(self.hparams, "encoder_decoder_attention_residual", dtype)
-        self.feed_forward = FeedForward(self.hparams.filter_size, self.hparams.hidden_size,
-                                        self.hparams.relu_dropout, name="feed_forward", dtype=dtype)
+        self.memory_attention_residual = ResidualNorm.from_hparams(
+            self.hparams, "encoder_decoder_attention_residual", dtype
+        )
+        self.feed_forward = FeedForward(
+            self.hparams.filter_size,
+            self.hparams.hidden_size,
+            self.hparams.relu_dropout,
+            name="feed_forward",
+            dtype=dtype,
+        )
         self.feed_forward_residual = ResidualNorm.from_hparams(self.hparams, "feed_forward_residual", dtype)
-        for layer in (self.self_attention, self.self_attention_residual, self.memory_attention_residual,
-                      self.feed_forward, self.feed_forward_residual):
+        for layer in (
+            self.self_attention,
+            self.self_attention_residual,
+            self.memory_attention_residual,
+            self.feed_forward,
+            self.feed_forward_residual,
+        ):
             layer.build(x_shape)
         self.memory_attention.build(x_shape, memory_shape or x_shape)
 
-    def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,
-             training=False, cache_position=None):
+    def call(
+        self,
+        x,
+        memory=None,
+        self_bias=None,
+        memory_bias=None,
+        cache=None,
+        return_weights=False,
+        training=False,
+        cache_position=None,
+    ):
         attended, self_weights, self_cache = self.self_attention(
-            self.self_attention_residual.sublayer_input(x), bias=self_bias,
-            cache=None if cache is None else cache["self"], return_weights=return_weights, training=training,
-            cache_position=cache_position)
+            self.self_attention_residual.sublayer_input(x),
+            bias=self_bias,
+            cache=None if cache is None else cache["self"],
+            return_weights=return_weights,
+            training=training,
+            cache_position=cache_position,
+        )
         x = self.self_attention_residual(x, attended, training=training)
         attended, memory_weights, _ = self.memory_attention(
-            self.memory_attention_residual.sublayer_input(x), memory, bias=memory_bias,
-            memory_kv=None if cache is None else cache["memory"], return_weights=return_weights, training=training)
+            self.memory_attention_residual.sublayer_input(x),
+            memory,
+            bias=memory_bias,
+            memory_kv=None if cache is None else cache["memory"],
+            return_weights=return_weights,
+            training=training,
+        )
         x = self.memory_attention_residual(x, attended, training=training)
         transformed = self.feed_forward(self.feed_forward_residual.sublayer_input(x), training=training)
         x = self.feed_forward_residual(x, transformed, training=training)
@@ -83,8 +113,10 @@ class Decoder(keras.layers.Layer):
         self.hparams = hparams
 
     def build(self, x_shape, memory_shape=None):
-        self.stack = [DecoderLayer(self.hparams, name=f"layer_{index}", dtype=self.dtype_policy)
-                      for index in range(self.hparams.decoder_layers)]
+        self.stack = [
+            DecoderLayer(self.hparams, name=f"layer_{index}", dtype=self.dtype_policy)
+            for index in range(self.hparams.decoder_layers)
+        ]
         for layer in self.stack:
             layer.build(x_shape, memory_shape)
         self.norm = final_norm(self.hparams, "final_layer_norm", self.dtype_policy)
@@ -118,19 +150,36 @@ class Decoder(keras.layers.Layer):
     def _self_attention_cache(self, batch, heads, length, dtype, transposed):
         key_depth, value_depth = self.hparams.key_channels // heads, self.hparams.value_channels // heads
         keys = (batch, heads, key_depth, length) if transposed else (batch, heads, length, key_depth)
-        return {"k_transposed" if transposed else "k": ops.zeros(keys, dtype=dtype),
-                "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype)}
+        return {
+            "k_transposed" if transposed else "k": ops.zeros(keys, dtype=dtype),
+            "v": ops.zeros((batch, heads, length, value_depth), dtype=dtype),
+        }
 
-    def call(self, x, memory=None, self_bias=None, memory_bias=None, cache=None, return_weights=False,
-             training=False, cache_position=None):
+    def call(
+        self,
+        x,
+        memory=None,
+        self_bias=None,
+        memory_bias=None,
+        cache=None,
+        return_weights=False,
+        training=False,
+        cache_position=None,
+    ):
         weights = {"decoder_self": [], "encoder_decoder": []}
         new_cache = None if cache is None else {}
         for index, layer in enumerate(self.stack):
             name = f"layer_{index}"
             x, (self_weights, memory_weights), layer_cache = layer(
-                x, memory, self_bias=self_bias, memory_bias=memory_bias,
-                cache=None if cache is None else cache[name], return_weights=return_weights, training=training,
-                cache_position=cache_position)
+                x,
+                memory,
+                self_bias=self_bias,
+                memory_bias=memory_bias,
+                cache=None if cache is None else cache[name],
+                return_weights=return_weights,
+                training=training,
+                cache_position=cache_position,
+            )
             weights["decoder_self"].append(self_weights)
             weights["encoder_decoder"].append(memory_weights)
             if cache is not None:

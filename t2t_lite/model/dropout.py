@@ -71,6 +71,7 @@ def compiled_by_xla() -> bool:
         return False
     import tensorflow as tf
     from tensorflow.python.ops import control_flow_util  # TensorFlow has no public test for this
+
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
@@ -80,6 +81,7 @@ def replica_in_sync():
     if backend != "tensorflow":
         return 0, 1
     import tensorflow as tf
+
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return 0, 1

@@ -48,7 +48,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.vocab_size, self.hidden_size),
-            initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5),
+            initializer=keras.initializers.RandomNormal(stddev=self.hidden_size**-0.5),
         )
 
     def call(self, ids):
@@ -60,7 +60,7 @@ class SharedEmbedding(keras.layers.Layer):
         else:
             vectors = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         not_padding = ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), self.compute_dtype)
-        return vectors * ops.cast(self.hidden_size ** 0.5, self.compute_dtype) * not_padding
+        return vectors * ops.cast(self.hidden_size**0.5, self.compute_dtype) * not_padding
 
     def logits(self, hidden):
         if self.int8:
@@ -82,10 +82,16 @@ class SharedEmbedding(keras.layers.Layer):
         self._check_quantize_args(mode, self.compute_dtype)
         quantized, scale = quantizers.abs_max_quantize(self.embeddings, axis=-1, to_numpy=True)
         del self.embeddings
-        self.embeddings_int8 = self.add_weight(name="embeddings_int8", shape=(self.hidden_size, self.vocab_size),
-                                               initializer="zeros", dtype="int8", trainable=False)
-        self.embeddings_scale = self.add_weight(name="embeddings_scale", shape=(self.vocab_size,),
-                                                initializer="ones", trainable=False)
+        self.embeddings_int8 = self.add_weight(
+            name="embeddings_int8",
+            shape=(self.hidden_size, self.vocab_size),
+            initializer="zeros",
+            dtype="int8",
+            trainable=False,
+        )
+        self.embeddings_scale = self.add_weight(
+            name="embeddings_scale", shape=(self.vocab_size,), initializer="ones", trainable=False
+        )
         self.embeddings_int8.assign(ops.transpose(quantized))
         self.embeddings_scale.assign(ops.squeeze(scale, axis=-1))
         self._is_quantized = True

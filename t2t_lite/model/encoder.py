@@ -1,7 +1,7 @@
 """The encoder stack (§3.1): N identical layers of self-attention and a feed-forward network.
 
-    x = LayerNorm(x + Dropout(MultiHead(x, x, x)))      (padding keys masked)
-    x = LayerNorm(x + Dropout(FFN(x)))
+x = LayerNorm(x + Dropout(MultiHead(x, x, x)))      (padding keys masked)
+x = LayerNorm(x + Dropout(FFN(x)))
 """
 
 import keras
@@ -27,15 +27,21 @@ class EncoderLayer(keras.layers.Layer):
         dtype = self.dtype_policy
         self.self_attention = MultiHeadAttention.from_hparams(self.hparams, "self_attention", dtype)
         self.attention_residual = ResidualNorm.from_hparams(self.hparams, "self_attention_residual", dtype)
-        self.feed_forward = FeedForward(self.hparams.filter_size, self.hparams.hidden_size,
-                                        self.hparams.relu_dropout, name="feed_forward", dtype=dtype)
+        self.feed_forward = FeedForward(
+            self.hparams.filter_size,
+            self.hparams.hidden_size,
+            self.hparams.relu_dropout,
+            name="feed_forward",
+            dtype=dtype,
+        )
         self.feed_forward_residual = ResidualNorm.from_hparams(self.hparams, "feed_forward_residual", dtype)
         for layer in (self.self_attention, self.attention_residual, self.feed_forward, self.feed_forward_residual):
             layer.build(x_shape)
 
     def call(self, x, bias=None, return_weights=False, training=False):
         attended, weights, _ = self.self_attention(
-            self.attention_residual.sublayer_input(x), bias=bias, return_weights=return_weights, training=training)
+            self.attention_residual.sublayer_input(x), bias=bias, return_weights=return_weights, training=training
+        )
         x = self.attention_residual(x, attended, training=training)
         transformed = self.feed_forward(self.feed_forward_residual.sublayer_input(x), training=training)
         return self.feed_forward_residual(x, transformed, training=training), weights
@@ -53,8 +59,10 @@ class Encoder(keras.layers.Layer):
         self.hparams = hparams
 
     def build(self, x_shape, bias_shape=None):
-        self.stack = [EncoderLayer(self.hparams, name=f"layer_{index}", dtype=self.dtype_policy)
-                      for index in range(self.hparams.encoder_layers)]
+        self.stack = [
+            EncoderLayer(self.hparams, name=f"layer_{index}", dtype=self.dtype_policy)
+            for index in range(self.hparams.encoder_layers)
+        ]
         for layer in self.stack:
             layer.build(x_shape)
         self.norm = final_norm(self.hparams, "final_layer_norm", self.dtype_policy)

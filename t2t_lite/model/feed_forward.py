@@ -42,5 +42,9 @@ class FeedForward(keras.layers.Layer):
         return self.outer(hidden)
 
     def get_config(self):
-        return {**super().get_config(), "filter_size": self.filter_size, "hidden_size": self.hidden_size,
-                "relu_dropout": self.relu_dropout}
+        return {
+            **super().get_config(),
+            "filter_size": self.filter_size,
+            "hidden_size": self.hidden_size,
+            "relu_dropout": self.relu_dropout,
+        }

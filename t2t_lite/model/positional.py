@@ -46,7 +46,7 @@ class PositionEncoding(keras.layers.Layer):
             self.table = self.add_weight(
                 name="position_embeddings",
                 shape=(self.max_positions, self.hidden_size),
-                initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5),
+                initializer=keras.initializers.RandomNormal(stddev=self.hidden_size**-0.5),
             )
 
     def call(self, x, start=0):
@@ -58,5 +58,9 @@ class PositionEncoding(keras.layers.Layer):
         return x + encoding
 
     def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size, "kind": self.kind,
-                "max_positions": self.max_positions}
+        return {
+            **super().get_config(),
+            "hidden_size": self.hidden_size,
+            "kind": self.kind,
+            "max_positions": self.max_positions,
+        }

@@ -33,8 +33,13 @@ class ResidualNorm(keras.layers.Layer):
 
     @classmethod
     def from_hparams(cls, hparams, name, dtype=None):
-        return cls(hparams.norm_position, hparams.layer_prepostprocess_dropout, hparams.layer_norm_epsilon,
-                   name=name, dtype=dtype)
+        return cls(
+            hparams.norm_position,
+            hparams.layer_prepostprocess_dropout,
+            hparams.layer_norm_epsilon,
+            name=name,
+            dtype=dtype,
+        )
 
     def build(self, x_shape, output_shape=None):
         self.norm = keras.layers.LayerNormalization(epsilon=self.epsilon, name="layer_norm", dtype=self.dtype_policy)
@@ -49,8 +54,12 @@ class ResidualNorm(keras.layers.Layer):
         return summed if self.norm_position == "pre" else self.norm(summed)
 
     def get_config(self):
-        return {**super().get_config(), "norm_position": self.norm_position, "dropout": self.dropout_rate,
-                "epsilon": self.epsilon}
+        return {
+            **super().get_config(),
+            "norm_position": self.norm_position,
+            "dropout": self.dropout_rate,
+            "epsilon": self.epsilon,
+        }
 
 
 def final_norm(hparams, name, dtype):

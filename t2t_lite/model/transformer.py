@@ -63,20 +63,26 @@ class Transformer(keras.Model):
         self.hparams = hparams
         self.vocab_size = vocab_size
         dtype = self.dtype_policy
-        self.target_embedding = SharedEmbedding(vocab_size, hparams.hidden_size, name="shared_embedding"
-                                                if hparams.shared_embedding_and_softmax_weights
-                                                else "target_embedding", dtype=dtype)
+        self.target_embedding = SharedEmbedding(
+            vocab_size,
+            hparams.hidden_size,
+            name="shared_embedding" if hparams.shared_embedding_and_softmax_weights else "target_embedding",
+            dtype=dtype,
+        )
         if hparams.shared_embedding_and_softmax_weights:
             self.source_embedding = self.softmax_weights = self.target_embedding
         else:
-            self.source_embedding = SharedEmbedding(vocab_size, hparams.hidden_size, name="source_embedding",
-                                                    dtype=dtype)
+            self.source_embedding = SharedEmbedding(
+                vocab_size, hparams.hidden_size, name="source_embedding", dtype=dtype
+            )
             self.softmax_weights = SharedEmbedding(vocab_size, hparams.hidden_size, name="softmax", dtype=dtype)
         positions = (hparams.max_length or DEFAULT_LEARNED_POSITIONS) + hparams.extra_length
-        self.source_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
-                                                name="source_position", dtype=dtype)
-        self.target_position = PositionEncoding(hparams.hidden_size, hparams.pos, positions,
-                                                name="target_position", dtype=dtype)
+        self.source_position = PositionEncoding(
+            hparams.hidden_size, hparams.pos, positions, name="source_position", dtype=dtype
+        )
+        self.target_position = PositionEncoding(
+            hparams.hidden_size, hparams.pos, positions, name="target_position", dtype=dtype
+        )
         self.embedding_dropout = Dropout(hparams.layer_prepostprocess_dropout, dtype=dtype)
         if hparams.symbol_dropout:  # only then: a seed generator is a variable, and checkpoints keep their layout
             self.symbol_dropout = SymbolDropout(hparams.symbol_dropout, name="symbol_dropout")
@@ -87,8 +93,9 @@ class Transformer(keras.Model):
     def build(self, input_shape=None):
         """Creates every variable up front, so checkpoints restore into a fresh model."""
         hidden_shape = (None, None, self.hparams.hidden_size)
-        for layer in {id(layer): layer for layer in (self.source_embedding, self.target_embedding,
-                                                     self.softmax_weights)}.values():
+        for layer in {
+            id(layer): layer for layer in (self.source_embedding, self.target_embedding, self.softmax_weights)
+        }.values():
             layer.build()
         self.source_position.build()
         self.target_position.build()
@@ -122,13 +129,19 @@ class Transformer(keras.Model):
         Separate from `logits` so a loss can project only the positions it needs.
         """
         encoder_output, mask, encoder_weights = self._encode(
-            features["inputs"], training=training, return_weights=return_attention)
+            features["inputs"], training=training, return_weights=return_attention
+        )
         targets = ops.convert_to_tensor(features["targets"], dtype="int32")
         y = self.target_position(self.target_embedding(self._drop_symbols(shift_right(targets), training)))
         y = self.embedding_dropout(y, training=training)
         hidden, decoder_weights, _ = self.decoder(
-            y, encoder_output, self_bias=causal_bias(ops.shape(targets)[1]), memory_bias=padding_bias(mask),
-            return_weights=return_attention, training=training)
+            y,
+            encoder_output,
+            self_bias=causal_bias(ops.shape(targets)[1]),
+            memory_bias=padding_bias(mask),
+            return_weights=return_attention,
+            training=training,
+        )
         attention = {"encoder_self": encoder_weights, **decoder_weights} if return_attention else None
         return hidden, attention
 
@@ -150,8 +163,10 @@ class Transformer(keras.Model):
         beam search never reorders, and adds "slots" [batch, max_length]: which slot holds
         each position of a hypothesis' past (beam search repeats and reorders it instead).
         """
-        cache = {"layers": self.decoder.initial_cache(encoder_output, max_length, beam_slots),
-                 "memory_bias": padding_bias(inputs_mask)}
+        cache = {
+            "layers": self.decoder.initial_cache(encoder_output, max_length, beam_slots),
+            "memory_bias": padding_bias(inputs_mask),
+        }
         if beam_slots:
             cache["slots"] = ops.zeros((ops.shape(encoder_output)[0], max_length), dtype="int32")
         return cache
@@ -179,8 +194,13 @@ class Transformer(keras.Model):
         elif in_place:
             self_bias = self._filled_positions_bias(cache, step)
         hidden, _, new_cache["layers"] = self.decoder(
-            y, self_bias=self_bias, memory_bias=cache["memory_bias"], cache=cache["layers"], training=training,
-            cache_position=step if in_place else None)
+            y,
+            self_bias=self_bias,
+            memory_bias=cache["memory_bias"],
+            cache=cache["layers"],
+            training=training,
+            cache_position=step if in_place else None,
+        )
         return self.logits(hidden[:, 0]), new_cache
 
     @staticmethod
@@ -189,7 +209,7 @@ class Transformer(keras.Model):
         return ops.shape(cache["slots"])[0] // ops.shape(cache["layers"]["layer_0"]["self"]["v"])[0]
 
     def _mark_own_slot(self, cache, step):
-        """"slots" [batch·beam, max_length] with position `step` set to each row's own slot."""
+        """ "slots" [batch·beam, max_length] with position `step` set to each row's own slot."""
         slots = cache["slots"]
         own = ops.arange(ops.shape(slots)[0], dtype="int32") % self._beam_slots(cache)
         return ops.where(ops.arange(ops.shape(slots)[1]) == step, own[:, None], slots)

@@ -33,8 +33,8 @@ shape, for both signatures, which TF Serving replays when it loads the version.
 Inputs longer than `max_input_length - 1` subwords are cut to their first
 `max_input_length - 1` subwords before EOS is appended (the model sees at most
 `max_input_length` ids), and `input_truncated` is true for them, so a client can tell;
-each sentence emits at most its input length + `extra_length` subwords. The decode settings are fixed at export and recorded, with the problem and
-the hparams, in `assets/t2t_export.json` (in Python:
+each sentence emits at most its input length + `extra_length` subwords. The decode settings are fixed at
+export and recorded, with the problem and the hparams, in `assets/t2t_export.json` (in Python:
 `tf.saved_model.load(path).export_config.asset_path`); the vocabulary's `.model` file
 is copied to `assets/` too. The graph needs only TensorFlow and the tensorflow-text
 ops (SentencePiece), both in the stock `tensorflow/serving` image: no Python code of
@@ -52,16 +52,15 @@ import os
 import shutil
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
-import numpy as np
-
+from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
 from t2t_lite.decode import beam_search, inference, quantization
-from t2t_lite.serve import serving_warmup, xla_buckets
-from t2t_lite.train import checkpoints
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
-from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
+from t2t_lite.serve import serving_warmup, xla_buckets
+from t2t_lite.train import checkpoints
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
@@ -82,13 +81,16 @@ class ExportHParams:
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
     xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.serve.xla_buckets.
-    quantize: str = ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
+    quantize: str = (
+        ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
+    )
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
         if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
-            raise ValueError(f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length "
-                             f"≥ 0 (got {self}).")
+            raise ValueError(
+                f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length ≥ 0 (got {self})."
+            )
 
 
 def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
@@ -98,15 +100,16 @@ def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
     (or the learned-position table's size when max_length is 0).
     """
     decode = inference.decode_hparams(hparams, problem)
-    settings = ExportHParams(decode.beam_size, decode.alpha, decode.extra_length,
-                             hparams.max_length or DEFAULT_LEARNED_POSITIONS)
+    settings = ExportHParams(
+        decode.beam_size, decode.alpha, decode.extra_length, hparams.max_length or DEFAULT_LEARNED_POSITIONS
+    )
     return dataclasses.replace(settings, **parse_overrides(ExportHParams, overrides))
 
 
 # -- The graph -----------------------------------------------------------------------------
 def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
     """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
-    ids = ids[:, :max_input_length - 1]
+    ids = ids[:, : max_input_length - 1]
     eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype)))
     return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
 
@@ -125,8 +128,9 @@ def best_hypotheses_fn(model, settings: ExportHParams):
     """
     options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
     if settings.xla:
-        compiled = tf.function(lambda batch: beam_search.decode(model, batch, static_shapes=True, **options),
-                               jit_compile=True)
+        compiled = tf.function(
+            lambda batch: beam_search.decode(model, batch, static_shapes=True, **options), jit_compile=True
+        )
         output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
 
         def search_in_buckets(inputs):
@@ -149,7 +153,7 @@ def best_hypotheses_fn(model, settings: ExportHParams):
 def without_padding_columns(ids):
     """ids [batch, length] cut after their last column that is not all padding (the width plain decoding gives)."""
     used = tf.cumsum(tf.cast(tf.reduce_any(ids != PAD_ID, axis=0), tf.int32), reverse=True) > 0
-    return ids[:, :tf.reduce_sum(tf.cast(used, tf.int32))]
+    return ids[:, : tf.reduce_sum(tf.cast(used, tf.int32))]
 
 
 def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
@@ -172,8 +176,12 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
         utf8 = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs
         text = normalize_text_in_graph(tf.where(utf8, inputs, ""))
         ids, scores, truncated = decode_best(tokenizer.tokenize(text))
-        return {"outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
-                "scores": tf.where(utf8, scores, -np.inf), "input_truncated": truncated, "input_not_utf8": ~utf8}
+        return {
+            "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
+            "scores": tf.where(utf8, scores, -np.inf),
+            "input_truncated": truncated,
+            "input_not_utf8": ~utf8,
+        }
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
     def translate_ids(inputs):
@@ -218,8 +226,10 @@ def text_of_length(vocabulary, count: int) -> str:
         text = vocabulary.decode([piece] * count)
         if len(vocabulary.encode(text)) == count:
             return text
-    raise ExportError(f"no piece of {vocabulary.model_path} repeated {count} times encodes to {count} ids; the "
-                      f"warm-up requests need one.")
+    raise ExportError(
+        f"no piece of {vocabulary.model_path} repeated {count} times encodes to {count} ids; the "
+        f"warm-up requests need one."
+    )
 
 
 # -- Writing ------------------------------------------------------------------------------
@@ -233,16 +243,32 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
         "decode_hparams": dataclasses.asdict(settings),
         "hparams": json.loads(hparams.to_json()),
         "signatures": {
-            TEXT_SIGNATURE: {"inputs": "string [batch]", "outputs": "string [batch]", "scores": "float32 [batch]",
-                             "input_truncated": "bool [batch]", "input_not_utf8": "bool [batch]"},
-            IDS_SIGNATURE: {"inputs": "int32 [batch, length]", "outputs": "int32 [batch, length]",
-                            "scores": "float32 [batch]", "input_truncated": "bool [batch]"},
+            TEXT_SIGNATURE: {
+                "inputs": "string [batch]",
+                "outputs": "string [batch]",
+                "scores": "float32 [batch]",
+                "input_truncated": "bool [batch]",
+                "input_not_utf8": "bool [batch]",
+            },
+            IDS_SIGNATURE: {
+                "inputs": "int32 [batch, length]",
+                "outputs": "int32 [batch, length]",
+                "scores": "float32 [batch]",
+                "input_truncated": "bool [batch]",
+            },
         },
         # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
-        "xla_buckets": {"length": list(xla_buckets.length_buckets(settings.max_input_length)),
-                        "batch": list(xla_buckets.BATCH_BUCKETS)} if settings.xla else None,
-        "warmup_requests": {"file": serving_warmup.WARMUP_FILE, "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
-                            "shapes": [list(shape) for shape in warmup_shapes(settings)]},
+        "xla_buckets": {
+            "length": list(xla_buckets.length_buckets(settings.max_input_length)),
+            "batch": list(xla_buckets.BATCH_BUCKETS),
+        }
+        if settings.xla
+        else None,
+        "warmup_requests": {
+            "file": serving_warmup.WARMUP_FILE,
+            "signatures": [TEXT_SIGNATURE, IDS_SIGNATURE],
+            "shapes": [list(shape) for shape in warmup_shapes(settings)],
+        },
     }
 
 
@@ -253,7 +279,8 @@ def version_dir(export_dir: str, checkpoint: str) -> str:
         raise ExportError(
             f"{path} already exists: version {os.path.basename(path)} (the step of {checkpoint}) was exported "
             f"before and is never overwritten, since a server may be serving it. Export a later checkpoint "
-            f"(--checkpoint_path), choose another --export_dir, or delete {path} yourself.")
+            f"(--checkpoint_path), choose another --export_dir, or delete {path} yourself."
+        )
     return path
 
 
@@ -272,36 +299,51 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
                 json.dump(config, file, indent=2, sort_keys=True)
             module.export_config = tf.saved_model.Asset(config_path)
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
-            tf.saved_model.save(module, staging, signatures={TEXT_SIGNATURE: module.translate,
-                                                            IDS_SIGNATURE: module.translate_ids})
+            tf.saved_model.save(
+                module, staging, signatures={TEXT_SIGNATURE: module.translate, IDS_SIGNATURE: module.translate_ids}
+            )
         serving_warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def export_model(problem, hparams, data_dir: str, checkpoint_path_or_dir: str, export_dir: str,
-                 decode_overrides: str = "", model_name: str = "transformer") -> str:
+def export_model(
+    problem,
+    hparams,
+    data_dir: str,
+    checkpoint_path_or_dir: str,
+    export_dir: str,
+    decode_overrides: str = "",
+    model_name: str = "transformer",
+) -> str:
     """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
     vocabulary = problem.vocabulary(data_dir)
     if getattr(vocabulary, "model_path", None) is None:
-        raise ExportError(f"--problem={problem.name}: its vocabulary is not a SentencePiece model; the export "
-                          f"tokenizes in-graph with SentencePiece, so only text problems can be exported.")
+        raise ExportError(
+            f"--problem={problem.name}: its vocabulary is not a SentencePiece model; the export "
+            f"tokenizes in-graph with SentencePiece, so only text problems can be exported."
+        )
     settings = export_hparams(hparams, problem, decode_overrides)
     if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
-        raise ExportError(f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
-                          f"position table (hparams max_length={hparams.max_length}); lower it.")
+        raise ExportError(
+            f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
+            f"position table (hparams max_length={hparams.max_length}); lower it."
+        )
     checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
     final_dir = version_dir(export_dir, checkpoint)
-    model = checkpoints.restore_model(checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name,
-                                   vocabulary.fingerprint)
+    model = checkpoints.restore_model(
+        checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
+    )
     module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
     requests = warmup_requests(vocabulary, settings)
     write_saved_model(module, config, vocabulary.model_path, requests, final_dir)
     compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.xla else ""
     compiled += f", {settings.quantize} products" if settings.quantize else ""
-    print(f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
-          f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
-          f"{len(requests)} warm-up requests)")
+    print(
+        f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
+        f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
+        f"{len(requests)} warm-up requests)"
+    )
     return final_dir

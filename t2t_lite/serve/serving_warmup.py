@@ -34,8 +34,9 @@ def prediction_log(signature_name: str, inputs: dict) -> bytes:
     model_spec = _field(MODEL_SPEC_SIGNATURE_NAME, signature_name.encode("utf-8"))
     request = _field(PREDICT_REQUEST_MODEL_SPEC, model_spec)
     for name, value in sorted(inputs.items()):
-        entry = (_field(MAP_ENTRY_KEY, name.encode("utf-8"))
-                 + _field(MAP_ENTRY_VALUE, tf.make_tensor_proto(value).SerializeToString()))
+        entry = _field(MAP_ENTRY_KEY, name.encode("utf-8")) + _field(
+            MAP_ENTRY_VALUE, tf.make_tensor_proto(value).SerializeToString()
+        )
         request += _field(PREDICT_REQUEST_INPUTS, entry)
     return _field(PREDICTION_LOG_PREDICT_LOG, _field(PREDICT_LOG_REQUEST, request))
 

@@ -71,19 +71,23 @@ def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: i
             ids, scores = decode_fn(tf.reshape(padded, [batch, length]))
             ids = tf.pad(ids[:, 0], [[0, 0], [0, output_length - ids.shape[-1]]])
             return ids[:rows], scores[:rows, 0]
+
         return run
 
     branches = [branch(batch, length) for batch, length in bucket_shapes(max_input_length)]
 
     def decode_chunk(start, ids, scores):
-        chunk = inputs[start:start + largest_batch]
+        chunk = inputs[start : start + largest_batch]
         batch_index = tf.reduce_sum(tf.cast(tf.constant(BATCH_BUCKETS) < tf.shape(chunk)[0], tf.int32))
-        chunk_ids, chunk_scores = tf.switch_case(length_index * len(BATCH_BUCKETS) + batch_index,
-                                                 [lambda run=run: run(chunk) for run in branches])
+        chunk_ids, chunk_scores = tf.switch_case(
+            length_index * len(BATCH_BUCKETS) + batch_index, [lambda run=run: run(chunk) for run in branches]
+        )
         return start + largest_batch, tf.concat([ids, chunk_ids], 0), tf.concat([scores, chunk_scores], 0)
 
     _, ids, scores = tf.while_loop(
-        lambda start, ids, scores: start < tf.shape(inputs)[0], decode_chunk,
+        lambda start, ids, scores: start < tf.shape(inputs)[0],
+        decode_chunk,
         (tf.constant(0), tf.zeros([0, output_length], tf.int32), tf.zeros([0], tf.float32)),
-        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_length]), tf.TensorShape([None])))
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, output_length]), tf.TensorShape([None])),
+    )
     return ids, scores

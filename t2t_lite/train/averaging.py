@@ -71,7 +71,9 @@ def _up_to(paths: list, newest: str) -> list:
     newest = checkpoints.checkpoint_path(newest)
     if newest not in paths:
         raise checkpoints.CheckpointError(
-            f"--checkpoint_path={newest}: not listed in --model_dir's 'checkpoint' file; give one of {', '.join(os.path.basename(path) for path in paths)}.")
+            f"--checkpoint_path={newest}: not listed in --model_dir's 'checkpoint' file; give one of "
+            f"{', '.join(os.path.basename(path) for path in paths)}."
+        )
     return [path for path in paths if checkpoints.checkpoint_step(path) <= checkpoints.checkpoint_step(newest)]
 
 
@@ -115,17 +117,20 @@ def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> 
     if os.path.realpath(output_dir) == os.path.realpath(model_dir):
         raise checkpoints.CheckpointError(
             f"--output_dir={output_dir} is --model_dir: the average would replace the newest trained "
-            f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}.")
+            f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}."
+        )
     if tf.io.gfile.exists(prefix + ".index"):
         raise checkpoints.CheckpointError(
             f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
-            f"same step). Remove it, or give another --output_dir.")
+            f"same step). Remove it, or give another --output_dir."
+        )
     for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
         mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):
             raise checkpoints.CheckpointError(
                 f"--output_dir={output_dir}: its {info_file} differs from {theirs}, so it holds averages of "
-                f"another model. Give another --output_dir.")
+                f"another model. Give another --output_dir."
+            )
 
 
 def _read(path: str) -> str:

@@ -85,8 +85,9 @@ class SaveEvery:
         self.last_time = now
 
 
-def write_model_info(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,
-                     vocabulary: str = None):
+def write_model_info(
+    output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int, vocabulary: str = None
+):
     """Writes hparams.json and problem.json beside the checkpoints (atomically).
 
     `vocabulary` is the vocabulary's fingerprint (`Vocabulary.fingerprint`): a vocabulary
@@ -162,11 +163,16 @@ READ_ERRORS = (tf.errors.OpError, IndexError)
 
 def damaged(prefix: str, error, what: str = "") -> CheckpointError:
     """The error for a checkpoint that cannot be read: which file, and how to pick another one."""
-    older = [path for path in listed_checkpoints(os.path.dirname(prefix))
-             if checkpoint_step(path) < checkpoint_step(prefix) and tf.io.gfile.exists(path + ".index")]
+    older = [
+        path
+        for path in listed_checkpoints(os.path.dirname(prefix))
+        if checkpoint_step(path) < checkpoint_step(prefix) and tf.io.gfile.exists(path + ".index")
+    ]
     example = f"--checkpoint_path={older[-1]}" if older else "--checkpoint_path=<another ckpt-N>"
-    return CheckpointError(f"{damage(prefix, error)}, so {os.path.basename(prefix)} is damaged. Pick another "
-                           f"checkpoint with {example}{' (' + what + ')' if what else ''}.")
+    return CheckpointError(
+        f"{damage(prefix, error)}, so {os.path.basename(prefix)} is damaged. Pick another "
+        f"checkpoint with {example}{' (' + what + ')' if what else ''}."
+    )
 
 
 def damage(prefix: str, error) -> str:
@@ -180,8 +186,9 @@ def damage(prefix: str, error) -> str:
     return f"{', '.join(data)} cannot be read ({reason}; cut short?)"
 
 
-def restore_for_training(checkpoint: tf.train.Checkpoint, output_dir: str, named: str = None, log=print,
-                         set_aside: bool = True):
+def restore_for_training(
+    checkpoint: tf.train.Checkpoint, output_dir: str, named: str = None, log=print, set_aside: bool = True
+):
     """Restores the newest readable checkpoint of `output_dir` (or `named`, one of them); returns it or None.
 
     A checkpoint that cannot be read is skipped with a warning and its files are moved to
@@ -194,8 +201,10 @@ def restore_for_training(checkpoint: tf.train.Checkpoint, output_dir: str, named
     if named is not None:
         named = checkpoint_path(named)
         if os.path.dirname(os.path.abspath(named)) != os.path.abspath(output_dir):
-            raise CheckpointError(f"--checkpoint_path={named}: not a checkpoint of --output_dir={output_dir}; "
-                                  f"t2t-trainer resumes only a run of its own --output_dir.")
+            raise CheckpointError(
+                f"--checkpoint_path={named}: not a checkpoint of --output_dir={output_dir}; "
+                f"t2t-trainer resumes only a run of its own --output_dir."
+            )
         later = [path for path in listed if checkpoint_step(path) > checkpoint_step(named)]
         if later and set_aside:
             _set_aside(output_dir, later, f"they come after --checkpoint_path={named}", log)
@@ -210,8 +219,10 @@ def restore_for_training(checkpoint: tf.train.Checkpoint, output_dir: str, named
             log(f"WARNING: {damage(path, error)}; skipped {os.path.basename(path)}, resuming from an earlier one.")
             _set_aside(output_dir, [path], "they cannot be read", log)
     if listed:
-        raise CheckpointError(f"--output_dir={output_dir}: none of its checkpoints can be read (all moved to "
-                              f"{os.path.join(output_dir, SET_ASIDE)}); rerun to train from the start.")
+        raise CheckpointError(
+            f"--output_dir={output_dir}: none of its checkpoints can be read (all moved to "
+            f"{os.path.join(output_dir, SET_ASIDE)}); rerun to train from the start."
+        )
     return None
 
 
@@ -258,8 +269,14 @@ def build_model(hparams: HParams, vocab_size: int, model_name: str = "transforme
     return model
 
 
-def restore_model(checkpoint_path_or_dir: str, hparams: HParams, vocab_size: int, model_name: str = "transformer",
-               problem_name: str = None, vocabulary: str = None):
+def restore_model(
+    checkpoint_path_or_dir: str,
+    hparams: HParams,
+    vocab_size: int,
+    model_name: str = "transformer",
+    problem_name: str = None,
+    vocabulary: str = None,
+):
     """Builds the model and restores its weights only (no optimizer state) from a checkpoint.
 
     The problem.json beside the checkpoint (when there is one) must name the same problem
@@ -285,11 +302,13 @@ def restore_weights(model, path: str) -> None:
         reason = str(error).strip().splitlines()[0][:300]
         raise CheckpointError(
             f"{path}: its weights do not fit the model these hparams build ({reason}). Use the hparams it was "
-            f"trained with: leave out --hparams_set and --hparams to read the hparams.json beside it.") from None
+            f"trained with: leave out --hparams_set and --hparams to read the hparams.json beside it."
+        ) from None
 
 
-def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int,
-                   vocabulary: str = None) -> None:
+def check_same_run(
+    output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int, vocabulary: str = None
+) -> None:
     """Stops a resumed run whose settings differ from those recorded in `output_dir`.
 
     Resuming under other hparams would either fail on the first weight's shape or, where
@@ -298,13 +317,17 @@ def check_same_run(output_dir: str, hparams: HParams, problem_name: str, model_n
     """
     if tf.io.gfile.exists(os.path.join(output_dir, HPARAMS_FILE)):
         recorded = read_hparams(output_dir).values()
-        changed = [f"{name} {recorded.get(name)!r} → {value!r}" for name, value in hparams.values().items()
-                   if recorded.get(name) != value]
+        changed = [
+            f"{name} {recorded.get(name)!r} → {value!r}"
+            for name, value in hparams.values().items()
+            if recorded.get(name) != value
+        ]
         if changed:
             raise CheckpointError(
                 f"--output_dir={output_dir} holds a run trained with other hparams ({'; '.join(changed)}). "
                 f"Resume it with the --hparams_set and --hparams of {os.path.join(output_dir, HPARAMS_FILE)}, "
-                f"or give a new --output_dir.")
+                f"or give a new --output_dir."
+            )
     check_trained_with(output_dir, problem_name, model_name, vocab_size, vocabulary)
 
 
@@ -313,14 +336,18 @@ def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size
     if not tf.io.gfile.exists(os.path.join(model_dir, PROBLEM_FILE)):
         return  # a checkpoint written by other code: the restore itself checks the shapes
     info = read_problem_info(model_dir)
-    given = {"problem": (problem_name, "--problem"), "model": (model_name, "--model"),
-             "vocab_size": (vocab_size, "--problem and --data_dir (the vocabulary)"),
-             "vocabulary": (vocabulary, "--data_dir (whose vocab.*.model file)")}
+    given = {
+        "problem": (problem_name, "--problem"),
+        "model": (model_name, "--model"),
+        "vocab_size": (vocab_size, "--problem and --data_dir (the vocabulary)"),
+        "vocabulary": (vocabulary, "--data_dir (whose vocab.*.model file)"),
+    }
     for key, (value, flag) in given.items():
         if value is not None and key in info and info[key] != value:
             raise CheckpointError(
                 f"{os.path.join(model_dir, PROBLEM_FILE)}: the checkpoint was trained with {key} {info[key]!r}, "
-                f"not {value!r}; give the {flag} it was trained with, or another directory.")
+                f"not {value!r}; give the {flag} it was trained with, or another directory."
+            )
 
 
 # -- Listing, for t2t-avg-all and the trainer ---------------------------------------------

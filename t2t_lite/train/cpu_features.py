@@ -59,9 +59,11 @@ def emulation_note(activation_dtype: str, cpuinfo: str = "/proc/cpuinfo"):
     """The trainer's warning when bfloat16 is asked for on a CPU that has no bfloat16 units, else None."""
     if activation_dtype != "bfloat16" or bfloat16_units(cpuinfo) is not False:
         return None
-    return (f"Note: activation_dtype=bfloat16, but this CPU has no bfloat16 multiply units (none of "
-            f"{', '.join(BFLOAT16_FLAGS)} in {cpuinfo}), so TensorFlow emulates them and a float32 step is "
-            f"usually faster here; to train in float32, add activation_dtype=float32 to --hparams.")
+    return (
+        f"Note: activation_dtype=bfloat16, but this CPU has no bfloat16 multiply units (none of "
+        f"{', '.join(BFLOAT16_FLAGS)} in {cpuinfo}), so TensorFlow emulates them and a float32 step is "
+        f"usually faster here; to train in float32, add activation_dtype=float32 to --hparams."
+    )
 
 
 if __name__ == "__main__":

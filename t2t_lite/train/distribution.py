@@ -28,8 +28,12 @@ _SCRATCH_PREFIX = "t2t_scratch_"
 _EXIT_BARRIER_MS = 10 * 60 * 1000  # how long a finished worker waits for the others before leaving anyway
 # What a collective raises on the surviving workers when a peer dies (connection reset,
 # the coordination service's missed heartbeats, an aborted or timed-out collective).
-WORKER_FAILURES = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
-                   tf.errors.CancelledError)
+WORKER_FAILURES = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.CancelledError,
+)
 
 
 def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
@@ -62,8 +66,10 @@ def local_devices(count: int) -> list:
     devices = gpus or tf.config.list_logical_devices("CPU")
     if len(devices) < count:
         kind = "GPUs" if gpus else "devices (no GPU found)"
-        raise ValueError(f"--worker_gpu={count}: this machine has only {len(devices)} {kind}; "
-                         f"lower --worker_gpu or check CUDA_VISIBLE_DEVICES.")
+        raise ValueError(
+            f"--worker_gpu={count}: this machine has only {len(devices)} {kind}; "
+            f"lower --worker_gpu or check CUDA_VISIBLE_DEVICES."
+        )
     return [device.name for device in devices[:count]]
 
 
@@ -114,8 +120,9 @@ def _values(gradient):
 
 def _add_to_values(gradient, scalar):
     if isinstance(gradient, tf.IndexedSlices):
-        return tf.IndexedSlices(gradient.values + tf.cast(scalar, gradient.dtype), gradient.indices,
-                                gradient.dense_shape)
+        return tf.IndexedSlices(
+            gradient.values + tf.cast(scalar, gradient.dtype), gradient.indices, gradient.dense_shape
+        )
     return gradient + tf.cast(scalar, gradient.dtype)
 
 
@@ -126,8 +133,10 @@ def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
     "stop" or "save" one step before another's would leave the rest waiting on a collective.
     """
     if _cluster_workers() > 1 and (train_minutes or save_checkpoints_secs):
-        raise ValueError("--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
-                         "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps.")
+        raise ValueError(
+            "--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
+            "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps."
+        )
 
 
 def tf_configs(workers: str, chief: str = "") -> list:
@@ -144,16 +153,19 @@ def tf_configs(workers: str, chief: str = "") -> list:
         for address in addresses:
             host, _, port = address.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"--{flag}: {address!r} is not host:port (a port from 1 to 65535), "
-                                 f"e.g. host1:2222.")
+                raise ValueError(f"--{flag}: {address!r} is not host:port (a port from 1 to 65535), e.g. host1:2222.")
     everyone = hosts["chief"] + hosts["worker"]
     repeated = sorted({address for address in everyone if everyone.count(address) > 1})
     if repeated:
-        raise ValueError(f"{', '.join(repeated)} appears twice in --workers/--chief; each task needs its own "
-                         f"host:port.")
+        raise ValueError(
+            f"{', '.join(repeated)} appears twice in --workers/--chief; each task needs its own host:port."
+        )
     cluster = {task_type: addresses for task_type, addresses in hosts.items() if addresses}
-    return [(task_type, index, address, {"cluster": cluster, "task": {"type": task_type, "index": index}})
-            for task_type, addresses in cluster.items() for index, address in enumerate(addresses)]
+    return [
+        (task_type, index, address, {"cluster": cluster, "task": {"type": task_type, "index": index}})
+        for task_type, addresses in cluster.items()
+        for index, address in enumerate(addresses)
+    ]
 
 
 # Run as a child process: a thread of the trainer's own could not run while TensorFlow starts
@@ -182,8 +194,17 @@ def cluster_start_deadline(minutes: float):
     if not is_multi_worker() or not minutes:
         yield lambda: None
         return
-    watchdog = subprocess.Popen([sys.executable, "-c", _START_WATCHDOG, str(os.getpid()), str(60.0 * minutes),
-                                 f"t2t-trainer: {_start_timeout_message(minutes)}"], stdin=subprocess.PIPE)
+    watchdog = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _START_WATCHDOG,
+            str(os.getpid()),
+            str(60.0 * minutes),
+            f"t2t-trainer: {_start_timeout_message(minutes)}",
+        ],
+        stdin=subprocess.PIPE,
+    )
 
     def started():
         if not watchdog.stdin.closed:
@@ -200,13 +221,14 @@ def _start_timeout_message(minutes: float) -> str:
     config = json.loads(os.environ["TF_CONFIG"])
     cluster, task = config.get("cluster", {}), config.get("task", {})
     own = (task.get("type"), int(task.get("index", 0)))
-    tasks = [(job, index, address) for job in ("chief", "worker")
-             for index, address in enumerate(cluster.get(job, []))]
+    tasks = [(job, index, address) for job in ("chief", "worker") for index, address in enumerate(cluster.get(job, []))]
     me = next((f"{job} {index} ({address})" for job, index, address in tasks if (job, index) == own), "this task")
     others = ", ".join(f"{job} {index} ({address})" for job, index, address in tasks if (job, index) != own)
-    return (f"the TF_CONFIG cluster did not come together within --cluster_start_minutes={minutes:g}: {me} "
-            f"waited for {others}. Check that each was started with its own TF_CONFIG and can reach the "
-            f"others' host:port; then stop every worker and relaunch all of them with the same command.")
+    return (
+        f"the TF_CONFIG cluster did not come together within --cluster_start_minutes={minutes:g}: {me} "
+        f"waited for {others}. Check that each was started with its own TF_CONFIG and can reach the "
+        f"others' host:port; then stop every worker and relaunch all of them with the same command."
+    )
 
 
 def leave_cluster() -> None:
@@ -225,8 +247,7 @@ def leave_cluster() -> None:
     try:
         context.context().wait_at_barrier("t2t_trainer_finished", _EXIT_BARRIER_MS)
     except tf.errors.OpError as error:  # a worker that died after the last save: our part is done
-        print(f"t2t-trainer: finished, but not every worker reached the end ({type(error).__name__}).",
-              file=sys.stderr)
+        print(f"t2t-trainer: finished, but not every worker reached the end ({type(error).__name__}).", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -253,9 +274,11 @@ def lost_worker_message(error: Exception, output_dir: str) -> str:
     resume = f"from {latest}" if latest else f"from the start (no checkpoint in {output_dir} yet)"
     # The first line of TensorFlow's message, without the {{function_node ...}} of the op that failed.
     reason = re.sub(r"\{\{[^}]*\}\}\s*", "", (str(error).strip().splitlines() or [""])[0]) or "no detail"
-    return (f"lost {named} of the TF_CONFIG cluster ({type(error).__name__}: {reason}). Training cannot go on "
-            f"with fewer workers: stop every worker, then relaunch all of them with the same command and their "
-            f"own TF_CONFIG; they resume {resume}.")
+    return (
+        f"lost {named} of the TF_CONFIG cluster ({type(error).__name__}: {reason}). Training cannot go on "
+        f"with fewer workers: stop every worker, then relaunch all of them with the same command and their "
+        f"own TF_CONFIG; they resume {resume}."
+    )
 
 
 def _cluster_workers() -> int:

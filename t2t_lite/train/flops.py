@@ -15,8 +15,11 @@ def matmul_parameters(hparams, vocab_size: int) -> int:
     d, kc, vc, ff = hparams.hidden_size, hparams.key_channels, hparams.value_channels, hparams.filter_size
     attention = d * kc * 2 + d * vc * 2  # query and key, value and output projections
     feed_forward = 2 * d * ff
-    return (hparams.encoder_layers * (attention + feed_forward)
-            + hparams.decoder_layers * (2 * attention + feed_forward) + d * vocab_size)
+    return (
+        hparams.encoder_layers * (attention + feed_forward)
+        + hparams.decoder_layers * (2 * attention + feed_forward)
+        + d * vocab_size
+    )
 
 
 def flops_per_step(hparams, vocab_size: int, tokens: float, length: int) -> float:

@@ -40,8 +40,9 @@ def token_cross_entropies(logits, targets, label_smoothing):
     logits = ops.cast(logits, "float32")
     shape = ops.shape(targets)
     vocab_size = ops.shape(logits)[-1]
-    both = _smoothed_and_nll(ops.reshape(logits, (-1, vocab_size)), ops.reshape(ops.cast(targets, "int32"), (-1,)),
-                             label_smoothing)
+    both = _smoothed_and_nll(
+        ops.reshape(logits, (-1, vocab_size)), ops.reshape(ops.cast(targets, "int32"), (-1,)), label_smoothing
+    )
     return ops.reshape(both[:, 0], shape), ops.reshape(both[:, 1], shape)
 
 
@@ -75,8 +76,12 @@ def _smoothed_and_nll(logits, targets, label_smoothing):
             smoothed_grad, nll_grad = upstream[:, 0], upstream[:, 1]
             probs = ops.exp(logits - ops.expand_dims(log_normalizer, -1))
             grad = probs * ops.expand_dims(smoothed_grad + nll_grad, -1) - ops.expand_dims(low * smoothed_grad, -1)
-            gold_grad = (ops.exp(gold_logit - log_normalizer) * (smoothed_grad + nll_grad) - low * smoothed_grad
-                         - gold_weight * smoothed_grad - nll_grad)
+            gold_grad = (
+                ops.exp(gold_logit - log_normalizer) * (smoothed_grad + nll_grad)
+                - low * smoothed_grad
+                - gold_weight * smoothed_grad
+                - nll_grad
+            )
             return ops.scatter_update(grad, rows, gold_grad)
 
         return ops.stack([smoothed, nll], axis=1), gradient

@@ -50,12 +50,12 @@ class TrainingBatches:
                 f"{self.num_replicas} replicas, and each replica reads shards of its own. Regenerate the data with at "
                 f"least {self.num_replicas} train shards (t2t-datagen writes one per {datagen.PAIRS_PER_SHARD:,} "
                 f"pairs, at least the problem's num_shards['train']), or train with fewer replicas (--worker_gpu, "
-                f"the workers of TF_CONFIG).")
+                f"the workers of TF_CONFIG)."
+            )
         # Per replica; any shape, so a checkpoint with scalars (one pipeline, earlier versions) restores too.
         zeros = tf.zeros([self.num_replicas], tf.int64)
         self.epoch = tf.Variable(zeros, shape=tf.TensorShape(None), trainable=False, name="data_epoch")
-        self.batches_taken = tf.Variable(zeros, shape=tf.TensorShape(None), trainable=False,
-                                         name="data_batches_taken")
+        self.batches_taken = tf.Variable(zeros, shape=tf.TensorShape(None), trainable=False, name="data_batches_taken")
         self._iterator = self._tags = None
 
     # -- Where each pipeline starts --------------------------------------------------------
@@ -65,9 +65,11 @@ class TrainingBatches:
         if len(epochs) == self.num_replicas:
             return list(zip(epochs.tolist(), taken.tolist()))
         start = int(max(epochs + (taken > 0)))
-        self.log(f"The checkpoint holds the data positions of {len(epochs)} input pipeline(s), and this run has "
-                 f"{self.num_replicas} replicas reading other files: every replica starts epoch {start} of its own "
-                 f"train shards (no epoch already begun is read again).")
+        self.log(
+            f"The checkpoint holds the data positions of {len(epochs)} input pipeline(s), and this run has "
+            f"{self.num_replicas} replicas reading other files: every replica starts epoch {start} of its own "
+            f"train shards (no epoch already begun is read again)."
+        )
         return [(start, 0)] * self.num_replicas
 
     def _pipeline(self, replica: int, start_epoch: int, start_taken: int) -> tf.data.Dataset:
@@ -75,9 +77,16 @@ class TrainingBatches:
         share = (replica, self.num_replicas)
 
         def epoch_batches(epoch):
-            batches = input_pipeline.batched_dataset(self.problem, "train", self.data_dir, self.hparams,
-                                                     shuffle=True, repeat=False, seed=self.random_seed + epoch,
-                                                     share=share)
+            batches = input_pipeline.batched_dataset(
+                self.problem,
+                "train",
+                self.data_dir,
+                self.hparams,
+                shuffle=True,
+                repeat=False,
+                seed=self.random_seed + epoch,
+                share=share,
+            )
             skip = tf.where(epoch == start_epoch, tf.constant(start_taken, tf.int64), tf.constant(0, tf.int64))
             taken = batches.enumerate(start=1).skip(skip)
             tagged = taken.map(lambda count, batch: (batch, position(epoch, count)))
@@ -92,9 +101,13 @@ class TrainingBatches:
             """state: [end markers passed, batches since the last]; a second empty epoch in a row stops."""
             end = element[1][0, 2] < 0
             empty_again = tf.logical_and(end, tf.logical_and(state[0] > 0, state[1] == 0))
-            assertion = tf.debugging.Assert(tf.logical_not(empty_again), [
-                f"Problem {self.problem.name}: train shards {replica}::{self.num_replicas} in {self.data_dir} give "
-                f"no batches (every example longer than max_length?)."])
+            assertion = tf.debugging.Assert(
+                tf.logical_not(empty_again),
+                [
+                    f"Problem {self.problem.name}: train shards {replica}::{self.num_replicas} in {self.data_dir} give "
+                    f"no batches (every example longer than max_length?)."
+                ],
+            )
             with tf.control_dependencies([assertion]):
                 state = tf.where(end, tf.stack([state[0] + 1, 0]), state + [0, 1])
             return state, element
@@ -108,8 +121,11 @@ class TrainingBatches:
         local = self.num_replicas // input_context.num_input_pipelines
         replicas = [input_context.input_pipeline_id * local + j for j in range(local)]
         if self.num_replicas > 1:
-            who = (f"worker {input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
-                   if distribution.is_multi_worker() else f"replica {replicas[0]} of {self.num_replicas}")
+            who = (
+                f"worker {input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
+                if distribution.is_multi_worker()
+                else f"replica {replicas[0]} of {self.num_replicas}"
+            )
             shards = sum(len(range(replica, self.num_files, self.num_replicas)) for replica in replicas)
             which = f" (replica{'s' * (local > 1)} {', '.join(map(str, replicas))})" * distribution.is_multi_worker()
             self.log(f"{who} reads {shards} of {self.num_files} train shards{which}.")
@@ -138,7 +154,8 @@ class TrainingBatches:
             options = None
             if self.num_replicas > 1 and not distribution.is_multi_worker():  # one pipeline per local replica
                 options = tf.distribute.InputOptions(
-                    experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
+                    experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA
+                )
             self._iterator = iter(self.strategy.distribute_datasets_from_function(self._dataset, options))
 
     def close(self) -> None:

@@ -54,7 +54,8 @@ def check_fit(fit: bool, train_minutes: float, decay_steps: int) -> None:
         raise ValueError(
             f"--fit_train_steps_to_minutes fits the learning rate's decay to --train_minutes, so it needs "
             f"--train_minutes > 0 (got {train_minutes:g}) and hparam learning_rate_decay_steps > 0 (got "
-            f"{decay_steps}); set both, or drop the flag.")
+            f"{decay_steps}); set both, or drop the flag."
+        )
 
 
 class RunLength:
@@ -72,8 +73,9 @@ class RunLength:
     the object under the distribution strategy's scope, before the optimizer.
     """
 
-    def __init__(self, train_steps: int, decay_steps: int, train_minutes: float = 0.0, fit: bool = False,
-                 warmup_steps: int = 0):
+    def __init__(
+        self, train_steps: int, decay_steps: int, train_minutes: float = 0.0, fit: bool = False, warmup_steps: int = 0
+    ):
         check_fit(fit, train_minutes, decay_steps)
         self.limit = train_steps
         self.decay_steps = decay_steps
@@ -109,8 +111,10 @@ class RunLength:
             return
         self._set(min(fixed, self.limit))
         self.fixed = True
-        log(f"Resuming inside the decay fitted by an earlier process: the run ends at step {self.end:,} ({path}"
-            + (f"; --train_steps={self.limit:,} ends it before the {fixed:,} fitted)." if fixed > self.limit else ")."))
+        log(
+            f"Resuming inside the decay fitted by an earlier process: the run ends at step {self.end:,} ({path}"
+            + (f"; --train_steps={self.limit:,} ends it before the {fixed:,} fitted)." if fixed > self.limit else ").")
+        )
 
     def start_clock(self, now: float) -> None:
         """Marks the start of this process's updates (after any restore)."""
@@ -150,22 +154,28 @@ class RunLength:
                 # average at once): the reserve holds the few updates, so the decay starts now from 1.
                 fitted = decay_from_now
             if not self._planned:
-                log(f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
-                    f"far, so it ends at step {fitted:,} (re-estimated until its decay begins).")
+                log(
+                    f"Fitting the run to --train_minutes={self.train_minutes:g}: {per_step:.3g} s per update so "
+                    f"far, so it ends at step {fitted:,} (re-estimated until its decay begins)."
+                )
             self._set(fitted)
             began = self.decay_start
             if step > began:  # the time left holds less than the decay: it starts now, part-way
                 began = step
-                log(f"WARNING: --train_minutes={self.train_minutes:g} holds only {fitted - step:,} more updates, "
+                log(
+                    f"WARNING: --train_minutes={self.train_minutes:g} holds only {fitted - step:,} more updates, "
                     f"fewer than learning_rate_decay_steps={self.decay_steps:,}: the decay starts now at "
                     f"{(fitted - step) / self.decay_steps:.2f} of eq. 3 instead of falling from 1. Give more minutes "
-                    f"or a shorter decay.")
+                    f"or a shorter decay."
+                )
         if step >= self.decay_start:  # the decay has begun: moving its end now would jump the rate
             self.fixed = True
             self._write(output_dir, per_step)
-            log(f"The decay began at step {began:,} and ends the run at step {self.end:,} "
+            log(
+                f"The decay began at step {began:,} and ends the run at step {self.end:,} "
                 f"({per_step:.3g} s per update); --train_steps={self.end:,} without --fit_train_steps_to_minutes "
-                f"replays it on any host.")
+                f"replays it on any host."
+            )
 
     def _holds(self, step: int, now: float, per_step: float, reserve: float = 0.0) -> int:
         """The step the run reaches when the bound, less `reserve` of it, runs out at per_step."""
@@ -176,20 +186,24 @@ class RunLength:
         """Warns when the clock, not --train_steps, will stop the run inside eq. 3's warm-up."""
         holds = self._holds(step, now, per_step)
         if holds < self.warmup_steps <= self.limit:  # a --train_steps inside the warm-up is the user's choice
-            log(f"WARNING: at {per_step:.3g} s per update --train_minutes={self.train_minutes:g} holds about "
+            log(
+                f"WARNING: at {per_step:.3g} s per update --train_minutes={self.train_minutes:g} holds about "
                 f"{holds:,} updates, fewer than eq. 3's learning_rate_warmup_steps={self.warmup_steps:,}: the "
                 f"learning rate will never rise above {holds / self.warmup_steps:.2f} of the peak the hparams set "
                 f"was chosen with. Give more minutes, or a shorter warm-up W with learning_rate multiplied by "
                 f"sqrt(W/{self.warmup_steps:,}), which keeps eq. 3's peak (docs/results.md, "
-                f"\"Multi30k in one CPU-hour\").")
+                f'"Multi30k in one CPU-hour").'
+            )
 
     def stopped_by_the_clock(self, step: int) -> list:
         """The warnings for a run stopped by --train_minutes at `step`: what it left undone ([] if nothing)."""
         undone = []
         if step < self.warmup_steps <= self.limit:
-            undone.append(f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, inside eq. 3's "
-                          f"{self.warmup_steps:,}-step warm-up: the learning rate was still rising, at "
-                          f"{step / self.warmup_steps:.2f} of its peak.")
+            undone.append(
+                f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, inside eq. 3's "
+                f"{self.warmup_steps:,}-step warm-up: the learning rate was still rising, at "
+                f"{step / self.warmup_steps:.2f} of its peak."
+            )
         if not self.fitting or step >= self.end:
             return undone
         if not self.fixed:
@@ -197,12 +211,14 @@ class RunLength:
             return undone + [
                 f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,}, before the decay "
                 f"began (the run was {fitted}): it ended at eq. 3's full rate. Give more minutes or a "
-                f"shorter learning_rate_decay_steps."]
+                f"shorter learning_rate_decay_steps."
+            ]
         factor = (self.end + 1 - step) / self.decay_steps
         return undone + [
             f"WARNING: --train_minutes={self.train_minutes:g} ran out at step {step:,} of the {self.end:,} "
             f"fitted, with the decay at {min(factor, 1.0):.2f} of eq. 3's rate instead of 1/{self.decay_steps:,}: "
-            f"updates grew slower than the {RESERVE:.0%} reserve allows after the count was fixed."]
+            f"updates grew slower than the {RESERVE:.0%} reserve allows after the count was fixed."
+        ]
 
     def _set(self, end: int) -> None:
         self._planned = True
@@ -214,8 +230,15 @@ class RunLength:
         # Written whole, then renamed: a process killed meanwhile leaves the old file or none.
         path = os.path.join(output_dir, PLAN_FILE)
         with tf.io.gfile.GFile(path + ".tmp", "w") as plan:
-            json.dump({"train_steps": self.end, "learning_rate_decay_steps": self.decay_steps,
-                       "seconds_per_update": round(per_step, 4), "train_minutes": self.train_minutes}, plan)
+            json.dump(
+                {
+                    "train_steps": self.end,
+                    "learning_rate_decay_steps": self.decay_steps,
+                    "seconds_per_update": round(per_step, 4),
+                    "train_minutes": self.train_minutes,
+                },
+                plan,
+            )
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
     @staticmethod

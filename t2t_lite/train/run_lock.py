@@ -39,8 +39,12 @@ class DirectoryInUse(RuntimeError):
 def directory_lock(directory: str, tool: str, log=print):
     """Holds `directory`'s lock for `tool` while the block runs; raises DirectoryInUse if another process has it."""
     path = os.path.join(directory, LOCK_FILE)
-    mine = {"tool": tool, "pid": os.getpid(), "host": socket.gethostname(),
-            "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    mine = {
+        "tool": tool,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
     remote = "://" in directory
     created = not remote and not os.path.isdir(directory)
     tf.io.gfile.makedirs(directory)
@@ -62,8 +66,10 @@ def _acquire_local(path: str, mine: dict, log) -> None:
         if holder is None and not os.path.exists(path):  # released since: try again
             continue
         if holder is None and _seconds_since_written(path) < _WRITE_SECONDS:
-            raise DirectoryInUse(f"{path}: another run is taking this directory at this moment; wait for "
-                                 f"it to finish, or write to another directory.")
+            raise DirectoryInUse(
+                f"{path}: another run is taking this directory at this moment; wait for "
+                f"it to finish, or write to another directory."
+            )
         if holder is not None and not _is_stale(holder):
             raise DirectoryInUse(_in_use_message(path, holder))
         _take_over(path, holder, log)
@@ -167,8 +173,10 @@ def _is_stale(holder: dict) -> bool:
 
 
 def _describe(holder: dict) -> str:
-    return (f"{holder.get('tool', 'a t2t tool')} (pid {holder.get('pid')} on host {holder.get('host')}, "
-            f"started {holder.get('started')})")
+    return (
+        f"{holder.get('tool', 'a t2t tool')} (pid {holder.get('pid')} on host {holder.get('host')}, "
+        f"started {holder.get('started')})"
+    )
 
 
 def _in_use_message(path: str, holder: dict) -> str:
@@ -176,7 +184,7 @@ def _in_use_message(path: str, holder: dict) -> str:
     if holder.get("host") == socket.gethostname():
         gone = f"if you are sure it has stopped, remove {path}"
     else:
-        gone = (f"its host cannot be checked from here, so if you are sure that run has stopped, "
-                f"remove {path}")
-    return (f"{directory} is in use by {_describe(holder)}. Wait for it to finish, or write to another "
-            f"directory; {gone}.")
+        gone = f"its host cannot be checked from here, so if you are sure that run has stopped, remove {path}"
+    return (
+        f"{directory} is in use by {_describe(holder)}. Wait for it to finish, or write to another directory; {gone}."
+    )

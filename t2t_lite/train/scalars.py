@@ -9,7 +9,8 @@ from tensorflow.core.framework import summary_pb2
 
 # TensorBoard's scalar-plugin tag, so that its Scalars tab shows what tf.summary.write wrote.
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
 
 
 def write_scalars(writer, step: int, values: dict) -> None:

@@ -47,8 +47,10 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, hidden_size, warmup_steps, learning_rate=1.0, decay_steps=0, train_steps=0):
         if decay_steps and _count(train_steps) <= 0:
-            raise ValueError(f"learning_rate_decay_steps={decay_steps} decays toward train_steps, "
-                             f"which must be positive (got {train_steps}).")
+            raise ValueError(
+                f"learning_rate_decay_steps={decay_steps} decays toward train_steps, "
+                f"which must be positive (got {train_steps})."
+            )
         self.hidden_size = hidden_size
         self.warmup_steps = warmup_steps
         self.learning_rate = learning_rate
@@ -58,11 +60,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, iterations):
         step = ops.cast(iterations, "float32") + 1.0
         warmup = float(max(self.warmup_steps, 1))
-        rate = (
-            self.learning_rate
-            * self.hidden_size**-0.5
-            * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
-        )
+        rate = self.learning_rate * self.hidden_size**-0.5 * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
         if self.decay_steps:
             remaining = (ops.cast(self.train_steps, "float32") + 1.0 - step) / float(self.decay_steps)
             rate = rate * ops.clip(remaining, 0.0, 1.0)
@@ -93,8 +91,13 @@ def learning_rate_schedule(hparams, train_steps=0) -> NoamSchedule:
 
     `train_steps` (the trainer's --train_steps) is read only when learning_rate_decay_steps > 0.
     """
-    return NoamSchedule(hparams.hidden_size, hparams.learning_rate_warmup_steps, hparams.learning_rate,
-                        hparams.learning_rate_decay_steps, train_steps)
+    return NoamSchedule(
+        hparams.hidden_size,
+        hparams.learning_rate_warmup_steps,
+        hparams.learning_rate,
+        hparams.learning_rate_decay_steps,
+        train_steps,
+    )
 
 
 def decay_note(hparams, train_steps, train_minutes=0, fitted=False):
@@ -103,14 +106,20 @@ def decay_note(hparams, train_steps, train_minutes=0, fitted=False):
     if not decay:
         return None
     if fitted:
-        return (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over the last {decay:,} "
-                f"steps (learning_rate_decay_steps={decay:,}) of as many as --train_minutes={train_minutes:g} holds "
-                f"(--fit_train_steps_to_minutes; at most {train_steps:,}).")
-    note = (f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over steps "
-            f"{decay_start(train_steps, decay):,}-{train_steps:,} (learning_rate_decay_steps={decay:,}).")
+        return (
+            f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over the last {decay:,} "
+            f"steps (learning_rate_decay_steps={decay:,}) of as many as --train_minutes={train_minutes:g} holds "
+            f"(--fit_train_steps_to_minutes; at most {train_steps:,})."
+        )
+    note = (
+        f"Learning rate: eq. 3 times a factor falling linearly from 1 to 1/{decay:,} over steps "
+        f"{decay_start(train_steps, decay):,}-{train_steps:,} (learning_rate_decay_steps={decay:,})."
+    )
     if train_minutes:  # a time bound that comes first leaves the decay unfinished
-        note += (f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
-                 f"the decay follows --train_steps, not the clock.")
+        note += (
+            f" --train_minutes={train_minutes:g} stops the run early if {train_steps:,} steps take longer; "
+            f"the decay follows --train_steps, not the clock."
+        )
     return note
 
 
@@ -140,9 +149,17 @@ class FusedAdam(keras.optimizers.Adam):
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         return tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(beta_1, step),
-            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
-            epsilon=tf.cast(self.epsilon, dtype), grad=tf.cast(gradient, dtype))
+            var=variable.handle,
+            m=m.handle,
+            v=v.handle,
+            beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1,
+            beta2=beta_2,
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype),
+        )
 
 
 def adam_optimizer(hparams, train_steps=0) -> keras.optimizers.Optimizer:

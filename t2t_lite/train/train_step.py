@@ -31,6 +31,7 @@ class UpdateSums(typing.NamedTuple):
     def of(cls, vector) -> "UpdateSums":
         return cls(*(float(value) for value in getattr(vector, "numpy", lambda: vector)()))
 
+
 # -- Sizes the user sees at start ------------------------------------------------------
 def micro_batches_per_step(hparams, num_replicas: int) -> int:
     """k of gradient accumulation: micro-batches per optimizer update (1 = none)."""
@@ -87,16 +88,22 @@ class StepFunctions:
         # XLA compiles forward and backward; the optimizer and the all-reduce stay outside it.
         self._gradients = tf.function(_gradients, jit_compile=hparams.xla_compile, reduce_retracing=True)
         with strategy.scope():
-            on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
-                           aggregation=tf.VariableAggregation.SUM)
+            on_read = dict(
+                trainable=False,
+                synchronization=tf.VariableSynchronization.ON_READ,
+                aggregation=tf.VariableAggregation.SUM,
+            )
             self._accumulated = None
             self._accumulated_sums = tf.Variable(tf.zeros([3]), **on_read)
             self._on_read = on_read
         # Batches come in a few dozen shapes; one trace with unknown dimensions serves them all.
         # Distributed batches have no plain TensorSpec, so there TensorFlow generalizes after a retrace.
         batch_spec = {name: tf.TensorSpec([None, None], tf.int32) for name in ("inputs", "targets")}
-        compile_step = (lambda fn: tf.function(fn, reduce_retracing=True)) if strategy.num_replicas_in_sync > 1 \
+        compile_step = (
+            (lambda fn: tf.function(fn, reduce_retracing=True))
+            if strategy.num_replicas_in_sync > 1
             else (lambda fn: tf.function(fn, input_signature=[batch_spec]))
+        )
         self.train_step = compile_step(self._train_step)
         self.accumulate_step = compile_step(self._accumulate_step)
         self.apply_step = tf.function(self._apply_step)
@@ -119,10 +126,12 @@ class StepFunctions:
         def replica_step(batch):
             context = tf.distribute.get_replica_context()
             step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, _target_tokens(batch))
-            gradients, sums = self._gradients(self.model, self.optimizer, batch, self.hparams,
-                                              1.0 / tf.maximum(step_tokens, 1.0))
+            gradients, sums = self._gradients(
+                self.model, self.optimizer, batch, self.hparams, 1.0 / tf.maximum(step_tokens, 1.0)
+            )
             self.optimizer.apply_gradients(zip(self._agreed(gradients), self.model.trainable_variables))
             return sums
+
         return self._reduce(self.strategy.run(replica_step, args=(batch,)))
 
     def _agreed(self, gradients):
@@ -134,18 +143,21 @@ class StepFunctions:
     def build_accumulators(self):
         """Zero gradient sums, one per trainable variable, local to each replica (k > 1 only)."""
         with self.strategy.scope():
-            self._accumulated = [tf.Variable(tf.zeros(v.shape, v.dtype), **self._on_read)
-                                 for v in self.model.trainable_variables]
+            self._accumulated = [
+                tf.Variable(tf.zeros(v.shape, v.dtype), **self._on_read) for v in self.model.trainable_variables
+            ]
 
     def _accumulate_step(self, batch):
         def replica_step(batch):
             # Dividing by the micro-batch's token budget keeps float16 sums in range.
-            gradients, sums = self._gradients(self.model, self.optimizer, batch, self.hparams,
-                                              1.0 / self.hparams.batch_size)
+            gradients, sums = self._gradients(
+                self.model, self.optimizer, batch, self.hparams, 1.0 / self.hparams.batch_size
+            )
             for accumulated, gradient in zip(self._accumulated, gradients):
                 accumulated.assign_add(tf.convert_to_tensor(gradient))
             self._accumulated_sums.assign_add(sums)
             return sums
+
         return self._reduce(self.strategy.run(replica_step, args=(batch,)))
 
     def _apply_step(self):
@@ -157,6 +169,7 @@ class StepFunctions:
             self.optimizer.apply_gradients(zip(self._agreed(gradients), self.model.trainable_variables))
             for accumulated in self._accumulated + [self._accumulated_sums]:
                 accumulated.assign(tf.zeros_like(accumulated))
+
         self.strategy.run(replica_step)
 
     def _eval_step(self, batch):

@@ -115,8 +115,9 @@ class _Training:
         return metrics
 
 
-def train_and_evaluate(problem, hparams, data_dir, output_dir, settings: RunSettings = None, *, log=print,
-                       **changes) -> dict:
+def train_and_evaluate(
+    problem, hparams, data_dir, output_dir, settings: RunSettings = None, *, log=print, **changes
+) -> dict:
     """Trains `settings.model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
 
     `settings` is a RunSettings (the defaults when None); fields given by name in `changes`
@@ -150,16 +151,19 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, settings: RunSett
         raise ValueError(
             f"--schedule={settings.schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
-            f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train.")
+            f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train."
+        )
     keras.utils.set_random_seed(settings.random_seed)
     with contextlib.ExitStack() as held:
         # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
         cluster_started = held.enter_context(distribution.cluster_start_deadline(settings.cluster_start_minutes))
         strategy = distribution.strategy_for(settings.worker_gpu)
         if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
-            raise ValueError(f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
-                             f"replicas: Keras clips each replica's share before the sum, not the global norm; "
-                             f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device.")
+            raise ValueError(
+                f"hparam clip_grad_norm={hparams.clip_grad_norm} with {strategy.num_replicas_in_sync} "
+                f"replicas: Keras clips each replica's share before the sum, not the global norm; "
+                f"leave clip_grad_norm at 0 (the paper does not clip) or train on one device."
+            )
         # The chief alone writes output_dir; an evaluation only reads it and writes eval/.
         writes_output_dir = distribution.is_chief(strategy) and settings.schedule != "evaluate"
         if writes_output_dir:
@@ -169,22 +173,31 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, settings: RunSett
         checkpoints.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
         with strategy.scope():
             model = checkpoints.build_model(hparams, vocab_size, settings.model_name)
-            run_steps = run_length.RunLength(settings.train_steps, hparams.learning_rate_decay_steps, settings.train_minutes,
-                                             settings.fit_train_steps_to_minutes, hparams.learning_rate_warmup_steps)
-            optimizer = adam_optimizer(hparams, settings.train_steps if run_steps.variable is None else run_steps.variable)
+            run_steps = run_length.RunLength(
+                settings.train_steps,
+                hparams.learning_rate_decay_steps,
+                settings.train_minutes,
+                settings.fit_train_steps_to_minutes,
+                hparams.learning_rate_warmup_steps,
+            )
+            optimizer = adam_optimizer(
+                hparams, settings.train_steps if run_steps.variable is None else run_steps.variable
+            )
             optimizer.build(model.trainable_variables)
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = replica_input.TrainingBatches(problem, data_dir, hparams, settings.random_seed, strategy, log)
         held.callback(batches.close)
-        checkpoint = checkpoints.training_checkpoint(model, optimizer, data_epoch=batches.epoch,
-                                                     data_batches_taken=batches.batches_taken)
+        checkpoint = checkpoints.training_checkpoint(
+            model, optimizer, data_epoch=batches.epoch, data_batches_taken=batches.batches_taken
+        )
         # Every worker saves (the collectives need them all), but only the chief into output_dir.
         save_dir = distribution.checkpoint_directory(strategy, output_dir)
         if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
             held.callback(shutil.rmtree, save_dir, ignore_errors=True)
-        latest = checkpoints.restore_for_training(checkpoint, output_dir, settings.checkpoint_path, log,
-                                                  set_aside=writes_output_dir)
+        latest = checkpoints.restore_for_training(
+            checkpoint, output_dir, settings.checkpoint_path, log, set_aside=writes_output_dir
+        )
         manager = checkpoints.checkpoint_manager(checkpoint, save_dir, settings.keep_checkpoint_max)
         if latest:
             log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
@@ -200,15 +213,18 @@ def train_and_evaluate(problem, hparams, data_dir, output_dir, settings: RunSett
         training.micro_batches = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
         if training.micro_batches > 1:
             steps.build_accumulators()
-        log(f"Model {settings.model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} "
+        log(
+            f"Model {settings.model_name}: {model.count_params():,} parameters; {strategy.num_replicas_in_sync} "
             f"replica(s) × {training.micro_batches} micro-batch(es) × {hparams.batch_size:,} tokens = about "
             f"{strategy.num_replicas_in_sync * training.micro_batches * hparams.batch_size:,} tokens per step "
-            f"(padded, longer side).")
+            f"(padded, longer side)."
+        )
         # On GPUs bfloat16 is the user's informed choice; on a CPU without its units it is a slowdown.
         gpu = tf.config.list_physical_devices("GPU")
-        for note in (None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
-                     decay_note(hparams, settings.train_steps, settings.train_minutes,
-                                settings.fit_train_steps_to_minutes)):
+        for note in (
+            None if gpu else cpu_features.emulation_note(hparams.activation_dtype),
+            decay_note(hparams, settings.train_steps, settings.train_minutes, settings.fit_train_steps_to_minutes),
+        ):
             if note:
                 log(note)
         if not latest:
@@ -227,8 +243,9 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
     steps, run_steps, log = training.steps, training.run_steps, training.log
     optimizer = steps.optimizer
     eval_frequency = settings.local_eval_frequency if settings.schedule == "train_and_evaluate" else 0
-    saving = checkpoints.SaveEvery(steps=settings.save_checkpoints_steps, seconds=settings.save_checkpoints_secs,
-                                   last_time=time.time())
+    saving = checkpoints.SaveEvery(
+        steps=settings.save_checkpoints_steps, seconds=settings.save_checkpoints_secs, last_time=time.time()
+    )
     step = start_step = saved_step = int(optimizer.iterations.numpy())
     writer = tf.summary.create_file_writer(training.save_dir)
     metrics, started = {}, time.time()
@@ -238,8 +255,10 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
         sums, length = _one_update(steps, training.batches, training.micro_batches)
         if step == start_step:
             flops_per_step = flops.flops_per_step(training.hparams, training.vocab_size, sums.target_tokens, length)
-            log(f"Estimated {flops_per_step:.3g} FLOPs per step "
-                f"(first step: {sums.target_tokens:,.0f} target tokens, padded length {length}).")
+            log(
+                f"Estimated {flops_per_step:.3g} FLOPs per step "
+                f"(first step: {sums.target_tokens:,.0f} target tokens, padded length {length})."
+            )
         # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
         step = int(optimizer.iterations.numpy())
         step_loss = sums.loss / max(sums.target_tokens, 1.0)
@@ -247,7 +266,8 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
             raise TrainingError(
                 f"Loss is {step_loss} at step {step}; stopped without saving, so "
                 f"{training.manager.latest_checkpoint} is the last good checkpoint. Lower learning_rate, raise "
-                f"learning_rate_warmup_steps or set clip_grad_norm (--hparams), then rerun to resume from it.")
+                f"learning_rate_warmup_steps or set clip_grad_norm (--hparams), then rerun to resume from it."
+            )
         window_tokens += sums.target_tokens
         out_of_time = bool(settings.train_minutes) and time.time() - started >= 60.0 * settings.train_minutes
         if not out_of_time:
@@ -257,14 +277,19 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
             now = time.time()
             # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
             rate = learning_rate_schedule(training.hparams, run_steps.end)(step - 1)
-            values = {"loss": step_loss, "learning_rate": float(rate),
-                      "tokens_per_second": window_tokens / max(now - window_start, 1e-9)}
+            values = {
+                "loss": step_loss,
+                "learning_rate": float(rate),
+                "tokens_per_second": window_tokens / max(now - window_start, 1e-9),
+            }
             write_scalars(writer, step, values)
             remaining = (now - started) / max(step - start_step, 1) * (run_steps.end - step)
             if settings.train_minutes:  # whichever bound comes first
                 remaining = max(0.0, min(remaining, started + 60.0 * settings.train_minutes - now))
-            log(f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
-                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}")
+            log(
+                f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
+                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}"
+            )
             window_start, window_tokens = now, 0.0
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
@@ -275,8 +300,10 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
         if eval_frequency and (step % eval_frequency == 0 or finished):
             metrics = training.evaluate_and_log(settings.eval_steps)
         if out_of_time:
-            log(f"Stopped after {settings.train_minutes:g} minutes at step {step}; "
-                f"saved {training.manager.latest_checkpoint}.")
+            log(
+                f"Stopped after {settings.train_minutes:g} minutes at step {step}; "
+                f"saved {training.manager.latest_checkpoint}."
+            )
             for warning in run_steps.stopped_by_the_clock(step):
                 log(warning)
             break
@@ -312,6 +339,7 @@ def _save(steps, batches, manager, step):
     if not steps.all_finite():
         raise TrainingError(
             f"Weights are not finite at step {step}; stopped without saving, so {manager.latest_checkpoint} is the "
-            f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun.")
+            f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun."
+        )
     batches.record_positions()
     manager.save(checkpoint_number=step)
