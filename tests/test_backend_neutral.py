@@ -14,7 +14,7 @@ MODEL_MODULES = [
     "sublayer",
     "encoder",
     "decoder",
-    "models",
+    "transformer",
 ]
 ALLOWED_TOP_LEVEL = {"keras", "t2t_lite", "math"}
 

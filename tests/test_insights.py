@@ -19,7 +19,7 @@ from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_c
 from test_attention_page import page_attention
 from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
 
-from t2t_lite.cli import insights as insights_cli
+from t2t_lite.cli import t2t_insights as insights_cli
 from t2t_lite.decode.inference import DecodeHParams, translate
 from t2t_lite.insights import server as insights
 from t2t_lite.train import checkpoints
