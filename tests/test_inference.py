@@ -288,7 +288,7 @@ def test_cli_bad_input_is_named_before_decoding(trained, tmp_path):
 
 
 def test_interactive_reads_stdin_until_end(trained):
-    from t2t_lite.decode.inference import decode_interactive
+    from t2t_lite.decode.decode_files import decode_interactive
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()
@@ -303,7 +303,7 @@ def test_interactive_reads_stdin_until_end(trained):
 
 
 def test_interactive_names_a_bad_line_and_goes_on(trained, capsys):
-    from t2t_lite.decode.inference import decode_interactive
+    from t2t_lite.decode.decode_files import decode_interactive
 
     problem, model, data_dir, _ = trained
     output = io.StringIO()

@@ -19,9 +19,10 @@ from test_multiworker import (
     HPARAMS,
     REPO,
     finish,
-    free_ports,  # noqa: F401  (started: a fixture)
+    free_ports,
     kill_after_checkpoint_and_see_the_other_stop,
     launch_workers,
+    started,  # noqa: F401, F811  (a fixture)
 )
 
 from t2t_lite.train import run_lock
@@ -63,7 +64,7 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, 
     assert not os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))
 
 
-def test_a_killed_chief_stops_the_other_worker_and_a_relaunch_resumes(reverse_data, tmp_path, started):
+def test_a_killed_chief_stops_the_other_worker_and_a_relaunch_resumes(reverse_data, tmp_path, started):  # noqa: F811
     data_dir, output_dir, logs = reverse_data, str(tmp_path / "train"), str(tmp_path)
 
     # 1. Worker 0, the chief, is killed after a checkpoint: worker 1 stops within 60 s, naming it.
