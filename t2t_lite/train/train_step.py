@@ -32,6 +32,9 @@ class UpdateSums(typing.NamedTuple):
         return cls(*(float(value) for value in getattr(vector, "numpy", lambda: vector)()))
 
 
+TARGET_TOKENS = UpdateSums._fields.index("target_tokens")  # the position of |T| in a step's summed vector
+
+
 # -- Sizes the user sees at start ------------------------------------------------------
 def micro_batches_per_step(hparams, num_replicas: int) -> int:
     """k of gradient accumulation: micro-batches per optimizer update (1 = none)."""
@@ -163,7 +166,9 @@ class StepFunctions:
     def _apply_step(self):
         def replica_step():
             context = tf.distribute.get_replica_context()
-            step_tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, self._accumulated_sums.read_value()[2])
+            step_tokens = context.all_reduce(
+                tf.distribute.ReduceOp.SUM, self._accumulated_sums.read_value()[TARGET_TOKENS]
+            )
             scale = self.hparams.batch_size / tf.maximum(step_tokens, 1.0)
             gradients = [accumulated.read_value() * scale for accumulated in self._accumulated]
             self.optimizer.apply_gradients(zip(self._agreed(gradients), self.model.trainable_variables))
