@@ -184,7 +184,8 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
     np.testing.assert_allclose([resumed[s] for s in range(31, 51)], [expected[s] for s in range(31, 51)], rtol=1e-5)
 
 
-# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process.
+# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process, one per part, so
+# that xdist can run the parts side by side (and the two runs that the resume test compares run at once).
 TWO_REPLICAS = r"""
 import json, sys
 import tensorflow as tf
@@ -194,22 +195,10 @@ import numpy as np
 from t2t_lite import registry
 from t2t_lite.train import distribution, replica_input, trainer
 
-data_dir, output_dir, overrides = sys.argv[1:4]
+part, data_dir, output_dir, overrides = sys.argv[1:5]
 problem = registry.problem("algorithmic_reverse")
 hparams = registry.hparams("transformer_tiny").override(overrides)
 report = {}
-
-# Which files each replica's batches come from: shard i holds only symbol 2 + i.
-messages = []
-batches = replica_input.TrainingBatches(problem, data_dir, hparams, 1, distribution.strategy_for(2), messages.append)
-symbols = [set(), set()]
-for _ in range(50):  # more than one epoch of each replica's files
-    for replica, local in enumerate(batches.strategy.experimental_local_results(batches.next())):
-        symbols[replica] |= set(np.unique(local["inputs"].numpy()).tolist())
-batches.record_positions()
-report["symbols"] = [sorted(s - {0, 1}) for s in symbols]
-report["positions"] = [batches.epoch.numpy().tolist(), batches.batches_taken.numpy().tolist()]
-report["messages"] = messages
 
 def train(name, train_steps, worker_gpu=2):
     log = []
@@ -218,25 +207,64 @@ def train(name, train_steps, worker_gpu=2):
                                worker_gpu=worker_gpu, log=log.append)
     return log
 
-train("uninterrupted", 24)
-train("interrupted", 10)  # stopped after ckpt-10, then the same command resumes
-position = tf.train.load_checkpoint(f"{output_dir}/interrupted/ckpt-10")
-report["saved"] = [position.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist()
-                   for name in ("epoch", "batches_taken")]
-train("interrupted", 24)
-# A run of one replica resumed with two: the positions cannot be mapped, every replica starts a fresh epoch.
-train("one_then_two", 4, worker_gpu=1)
-report["one_then_two"] = train("one_then_two", 5)
+if part == "read":  # Which files each replica's batches come from: shard i holds only symbol 2 + i.
+    messages = []
+    batches = replica_input.TrainingBatches(problem, data_dir, hparams, 1, distribution.strategy_for(2),
+                                            messages.append)
+    symbols = [set(), set()]
+    for _ in range(50):  # more than one epoch of each replica's files
+        for replica, local in enumerate(batches.strategy.experimental_local_results(batches.next())):
+            symbols[replica] |= set(np.unique(local["inputs"].numpy()).tolist())
+    batches.record_positions()
+    report["symbols"] = [sorted(s - {0, 1}) for s in symbols]
+    report["positions"] = [batches.epoch.numpy().tolist(), batches.batches_taken.numpy().tolist()]
+    report["messages"] = messages
+    batches.close()
+elif part == "uninterrupted":
+    train("uninterrupted", 24)
+elif part == "interrupted":
+    train("interrupted", 10)  # stopped after ckpt-10, then the same command resumes
+    position = tf.train.load_checkpoint(f"{output_dir}/interrupted/ckpt-10")
+    report["saved"] = [position.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist()
+                       for name in ("epoch", "batches_taken")]
+    train("interrupted", 24)
+elif part == "one_then_two":
+    # A run of one replica resumed with two: the positions cannot be mapped, every replica starts a fresh epoch.
+    train("one_then_two", 4, worker_gpu=1)
+    report["one_then_two"] = train("one_then_two", 5)
 print("REPORT " + json.dumps(report))
 """
 
 
-def test_two_replicas_read_their_own_files_and_resume_at_their_own_positions(marked_data, tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-c", TWO_REPLICAS, marked_data, str(tmp_path), SMALL + ",tokens_per_step=512"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.split("REPORT ", 1)[1])
+def start_two_replicas(part, marked_data, output_dir):
+    """Starts TWO_REPLICAS' `part` in a fresh process; its output goes to files (a full pipe would block it)."""
+    stdout, stderr = (open(os.path.join(output_dir, f"{part}.{name}"), "w+") for name in ("out", "err"))
+    command = [sys.executable, "-c", TWO_REPLICAS, part, marked_data, output_dir, SMALL + ",tokens_per_step=512"]
+    process = subprocess.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=stdout, stderr=stderr)
+    process.files = stdout, stderr
+    return process
+
+
+def two_replicas_report(process):
+    """Waits for a process of start_two_replicas; its report."""
+    try:
+        code = process.wait(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stdout, stderr = process.files
+    for file in process.files:
+        file.seek(0)
+    out, err = stdout.read(), stderr.read()
+    stdout.close()
+    stderr.close()
+    assert code == 0, err[-3000:]
+    return json.loads(out.split("REPORT ", 1)[1])
+
+
+def test_two_replicas_read_their_own_files(marked_data, tmp_path):
+    report = two_replicas_report(start_two_replicas("read", marked_data, str(tmp_path)))
     # Replica 0 read files 0 and 2 only (symbols 2, 4), replica 1 files 1 and 3 (symbols 3, 5).
     assert report["symbols"] == [[2, 4], [3, 5]]
     assert report["messages"] == [f"replica {r} of 2 reads 2 of 4 train shards." for r in (0, 1)]
@@ -244,6 +272,19 @@ def test_two_replicas_read_their_own_files_and_resume_at_their_own_positions(mar
     # examples) make about 17 and 30 batches per epoch.
     epochs, taken = report["positions"]
     assert epochs[0] > epochs[1] >= 1
+
+
+def test_two_replicas_resume_at_their_own_positions(marked_data, tmp_path):
+    # The uninterrupted run and the interrupted one, resumed, run side by side in two processes.
+    processes = [start_two_replicas(part, marked_data, str(tmp_path)) for part in ("uninterrupted", "interrupted")]
+    try:
+        two_replicas_report(processes[0])
+        report = two_replicas_report(processes[1])
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     # ckpt-10 (2 micro-batches per step: 20 batches per replica) holds both positions, replica 0 in epoch 1.
     saved_epochs, saved_taken = report["saved"]
     assert saved_epochs[0] == saved_epochs[1] + 1 == 1 and saved_taken[1] == 20 and 0 < saved_taken[0] < 20
@@ -253,6 +294,10 @@ def test_two_replicas_read_their_own_files_and_resume_at_their_own_positions(mar
     np.testing.assert_allclose(
         [resumed[s] for s in range(11, 25)], [uninterrupted[s] for s in range(11, 25)], rtol=1e-5
     )
+
+
+def test_a_run_of_one_replica_resumed_with_two_starts_every_replicas_epoch(marked_data, tmp_path):
+    report = two_replicas_report(start_two_replicas("one_then_two", marked_data, str(tmp_path)))
     assert any(
         "holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
         and "every replica starts epoch" in line
