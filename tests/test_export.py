@@ -330,26 +330,41 @@ def xla_version_dir(setup, built_once):
     return os.path.join(root, "export", str(STEP))
 
 
+@pytest.fixture(scope="module")
+def xla_loaded(xla_version_dir):
+    """The XLA export loaded once per module, so each bucket is compiled once per process."""
+    return tf.saved_model.load(xla_version_dir)
+
+
 @pytest.fixture(scope="module", params=["plain", "xla"])
 def loaded_export(request, setup):
-    version_dir = setup["version_dir"] if request.param == "plain" else request.getfixturevalue("xla_version_dir")
-    return tf.saved_model.load(version_dir)
+    return (
+        tf.saved_model.load(setup["version_dir"]) if request.param == "plain" else request.getfixturevalue("xla_loaded")
+    )
 
 
-def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
-    """Same strings as t2t-decoder --decode_hparams=xla=true, in every batch bucket and over 64 sentences
-    (decoded in chunks); the ids signature gives decode_batch(xla=True)'s ids."""
-    loaded = tf.saved_model.load(xla_version_dir)
+def test_xla_export_records_its_buckets(xla_version_dir):
     with open(os.path.join(xla_version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert json.load(file)["xla_buckets"] == {"length": [16], "batch": [1, 4, 8, 16, 32, 64]}
+
+
+XLA_SENTENCES = random_sentences(seed=3, count=150, max_words=4)
+
+
+@pytest.mark.parametrize("count", [1, 3, 5, 16, 17, 64, 150])
+def test_xla_export_translates_as_t2t_decoder_xla(xla_loaded, setup, count):
+    """Same strings as t2t-decoder --decode_hparams=xla=true, in every batch bucket and over 64 sentences
+    (decoded in chunks)."""
     decoder = inference.DecodeHParams(DECODE["beam_size"], DECODE["alpha"], DECODE["extra_length"], xla=True)
-    sentences = random_sentences(seed=3, count=150, max_words=4)
-    for count in (1, 3, 5, 16, 17, 64, 150):
-        outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences[:count]))
-        expected = inference.translate(setup["model"], setup["vocab"], sentences[:count], decoder, progress=False)
-        assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
-        np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
-    batch = padded([setup["vocab"].encode(sentence) + [beam_search.EOS_ID] for sentence in sentences[:70]])
+    sentences = XLA_SENTENCES[:count]
+    outputs = xla_loaded.signatures["serving_default"](inputs=tf.constant(sentences))
+    expected = inference.translate(setup["model"], setup["vocab"], sentences, decoder, progress=False)
+    assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
+    np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
+
+
+def test_xla_export_ids_signature_gives_decode_batch_xla_ids(xla_loaded, setup):
+    batch = padded([setup["vocab"].encode(sentence) + [beam_search.EOS_ID] for sentence in XLA_SENTENCES[:70]])
     ids, _ = beam_search.decode_batch(
         setup["model"],
         batch,
@@ -358,7 +373,7 @@ def test_xla_export_translates_as_t2t_decoder_xla(xla_version_dir, setup):
         extra_length=DECODE["extra_length"],
         xla=True,
     )
-    served = loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
+    served = xla_loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
     # Both are 0-padded after EOS; only the width of that padding may differ.
     width = max(served.shape[1], ids.shape[1])
     np.testing.assert_array_equal(
@@ -456,23 +471,43 @@ def test_in_graph_normalization_equals_python_str_split():
     assert [text.decode("utf-8") for text in got] == [vocabulary.normalize_text(text) for text in texts]
 
 
-@pytest.mark.parametrize("mode, dtype", [("int8", tf.int8), ("bfloat16", tf.bfloat16)])
-def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_trained_translations(
-    setup, mode, dtype, tmp_path
-):
-    """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, the same ids as
-    decode_batch on the converted model, and the trained model's translations (word reversal) almost all unchanged."""
-    version_dir = export_again(setup, str(tmp_path / f"export_{mode}"), quantize=mode, xla="true")
+QUANTIZED = {"int8": tf.int8, "bfloat16": tf.bfloat16}
+
+
+@pytest.fixture(scope="module", params=sorted(QUANTIZED))
+def quantized(request, setup, built_once):
+    """`--decode_hparams=quantize=<mode>,xla=true`: the checkpoint exported once per test run and mode,
+    loaded once per module."""
+    mode = request.param
+    root = built_once(
+        f"trained_export_{mode}", lambda path: export_again(setup, str(path / "export"), quantize=mode, xla="true")
+    )
+    version_dir = os.path.join(root, "export", str(STEP))
+    return mode, version_dir, tf.saved_model.load(version_dir)
+
+
+def test_a_quantized_export_holds_that_modes_weights(quantized):
+    """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, float32 for the rest."""
+    mode, version_dir, _ = quantized
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert json.load(file)["decode_hparams"]["quantize"] == mode
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
     dtypes = [dtype for name, dtype in reader.get_variable_to_dtype_map().items() if name.startswith("model_weights/")]
     # One encoder layer (4 attention projections, 2 FFN), one decoder layer (4 + 4 + 2), the shared embedding.
-    assert dtypes.count(dtype) == 6 + 10 + 1
+    assert dtypes.count(QUANTIZED[mode]) == 6 + 10 + 1
     assert tf.float32 in dtypes  # biases, layer normalization
-    loaded = tf.saved_model.load(version_dir)
 
+
+def quantized_test_batch(setup):
+    """The 64 sentences the quantized exports are checked on, and their ids (cut, + EOS, 0-padded)."""
     sentences = random_sentences(seed=2, count=64)
+    vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
+    return sentences, padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
+
+
+def test_a_quantized_export_decodes_as_the_quantized_library(quantized, setup):
+    """The same ids as decode_batch on the model converted by the library."""
+    mode, _, loaded = quantized
     converted = inference.load_model_for_decoding(
         registry.problem("translate_files"),
         setup["hparams"],
@@ -480,8 +515,7 @@ def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_train
         str(setup["root"] / "train"),
         quantize=mode,
     )
-    vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
-    batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
+    _, batch = quantized_test_batch(setup)
     # XLA on both sides: bfloat16 rounds each activation, so another compiler's order of float32 sums moves a
     # score by up to 6e-3 relative with TensorFlow's Eigen kernels (those of a CPU without AVX-512 VNNI/BF16 or
     # AMX; measured with TF_ENABLE_ONEDNN_OPTS=0) against 4e-5 with oneDNN's: enough to swap two close beams.
@@ -495,6 +529,12 @@ def test_a_quantized_export_decodes_as_the_quantized_library_and_keeps_the_train
     )
     outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
     np.testing.assert_array_equal(outputs[:, : ids.shape[1]], ids)
+
+
+def test_a_quantized_export_keeps_the_trained_translations(quantized, setup):
+    """The trained model's translations (word reversal) almost all unchanged by the lower precision."""
+    _, _, loaded = quantized
+    sentences, _ = quantized_test_batch(setup)
     texts = [
         text.decode()
         for text in loaded.signatures[export.TEXT_SIGNATURE](inputs=tf.constant(sentences))["outputs"].numpy()

@@ -162,20 +162,24 @@ def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
     assert all(target == " ".join(reversed(line.split())) for line, target in zip(inputs, targets))
 
 
-def test_cli_writes_one_attention_page_and_on_request_the_pngs(trained, tmp_path):
-    _, _, data_dir, output_dir = trained
+def attention_decoder_flags(data_dir, output_dir, tmp_path):
+    """t2t-decoder's flags for two lines decoded with their attention written into tmp_path/attention."""
     source = tmp_path / "two.txt"
     source.write_text("3 4\n5\n")
-    pictures = tmp_path / "attention"
-    common = (
+    return (
         "--problem=algorithmic_reverse",
         f"--data_dir={data_dir}",
         f"--output_dir={output_dir}",
         f"--decode_from_file={source}",
         f"--decode_to_file={tmp_path / 'out.txt'}",
-        f"--attention_dir={pictures}",
+        f"--attention_dir={tmp_path / 'attention'}",
     )
-    run_decoder(*common, "--decode_hparams=beam_size=2")
+
+
+def test_cli_writes_one_attention_page(trained, tmp_path):
+    _, _, data_dir, output_dir = trained
+    pictures = tmp_path / "attention"
+    run_decoder(*attention_decoder_flags(data_dir, output_dir, tmp_path), "--decode_hparams=beam_size=2")
     assert os.listdir(pictures) == ["attention.html"]
     sentences = page_data((pictures / "attention.html").read_text())["sentences"]
     assert [sentence["source"] for sentence in sentences] == ["3 4", "5"]
@@ -187,10 +191,14 @@ def test_cli_writes_one_attention_page_and_on_request_the_pngs(trained, tmp_path
                 np.testing.assert_allclose(weights.sum(-1), 1.0, atol=weights.shape[-1] / 510)  # softmax rows, eq. 1
                 if kind == "decoder_self":  # a position never attends to a later one (§3.2.3)
                     assert not np.triu(weights, k=1).any()
-    run_decoder(*common, "--attention_pngs")
+
+
+def test_cli_writes_the_attention_pngs_on_request(trained, tmp_path):
+    _, _, data_dir, output_dir = trained
+    run_decoder(*attention_decoder_flags(data_dir, output_dir, tmp_path), "--attention_pngs")
     # 2 layers x 4 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
     for sentence in ("sentence_0000", "sentence_0001"):
-        assert len(list((pictures / sentence).glob("*.png"))) == 2 * 4 * 3
+        assert len(list((tmp_path / "attention" / sentence).glob("*.png"))) == 2 * 4 * 3
 
 
 def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsys):

@@ -4,6 +4,8 @@ The command line is run as a subprocess, as a user runs it beside a training run
 """
 
 import dataclasses
+import functools
+import json
 import os
 import re
 import shutil
@@ -30,10 +32,8 @@ SETTINGS = DecodeHParams(beam_size=2, alpha=0.6, extra_length=3, batch_size=3)
 SOURCE_LINES = ["3 4 5", "1", "7 7 7 7 7 7", "2 9", "8 1 8"]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """algorithmic_reverse data, and a model directory with random-weight checkpoints ckpt-0, -10 and -20."""
-    root = tmp_path_factory.mktemp("translate_all")
+def build_run(root):
+    """algorithmic_reverse data, a model directory with random-weight checkpoints ckpt-0, -10 and -20, a source."""
     problem = registry.problem("algorithmic_reverse")
     problem.num_examples = {"train": 20, "dev": 5, "test": 5}
     data_dir = str(root / "data")
@@ -46,9 +46,16 @@ def run(tmp_path_factory):
     for step in (0, 10, 20):
         save_random_weights(model, manager, step)
     checkpoints.write_model_info(model_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
-    source = root / "src.txt"
-    source.write_text("\n".join(SOURCE_LINES) + "\n")
-    return problem, model, manager, data_dir, model_dir, str(source)
+    (root / "src.txt").write_text("\n".join(SOURCE_LINES) + "\n")
+
+
+@pytest.fixture(scope="module")
+def run(built_once):
+    """The run of `build_run`, made once per test run (tests only read it), and a model of its architecture."""
+    root = built_once("translate_all_run", build_run)
+    problem, data_dir = registry.problem("algorithmic_reverse"), str(root / "data")
+    model = checkpoints.build_model(HPARAMS, problem.vocab_size(data_dir))
+    return problem, model, data_dir, str(root / "train"), str(root / "src.txt")
 
 
 def save_random_weights(model, manager, step):
@@ -59,40 +66,76 @@ def save_random_weights(model, manager, step):
     manager.save(checkpoint_number=step)
 
 
+@functools.lru_cache(maxsize=None)
 def fresh_decode(problem, data_dir, checkpoint_path):
-    """What t2t-decoder gives with this checkpoint alone: a model built and loaded for it."""
+    """What t2t-decoder gives with this checkpoint alone: a model built and loaded for it (once per process and
+    checkpoint; a test that asks again gets the same lines)."""
     model = inference.load_model_for_decoding(problem, HPARAMS, data_dir, checkpoint_path)
     translations = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, SETTINGS, progress=False)
     return [translation.hypotheses[0] for translation in translations]
 
 
+@functools.lru_cache(maxsize=None)
 def translator(problem, data_dir):
+    """One float32 CheckpointTranslator per process: each translate_all call below restores the weights of each
+    checkpoint it decodes into that translator's model, as one call does from its second checkpoint on, so the
+    decoder is traced once rather than once per call."""
     return translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", SETTINGS)
 
 
-def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_path):
-    problem, _, _, data_dir, model_dir, source = run
-    messages, model_dir_before = [], sorted(os.listdir(model_dir))
-    written = translate_all.translate_all(
-        translator(problem, data_dir),
-        model_dir,
-        source,
-        SOURCE_LINES,
-        str(tmp_path),
-        min_steps=10,
-        average_last_n=2,
-        log=messages.append,
-    )
-    expected = [str(tmp_path / name) for name in ("src.txt-10", "src.txt-20", "src.txt-avg2-20")]
-    assert written == expected
-    assert "ckpt-0: below --min_steps=10, skipped." in messages
-    for step in (10, 20):  # one model, its weights replaced per step = a model loaded per step
-        assert read_lines(str(tmp_path / f"src.txt-{step}")) == fresh_decode(
-            problem, data_dir, os.path.join(model_dir, f"ckpt-{step}")
+@pytest.fixture(scope="module")
+def translated(run, built_once):
+    """translate_all over the run (min_steps=10, average_last_n=2) into a translations_dir, once per test run:
+    (that directory, what the call returned and logged, the model directory's listing before and after it)."""
+    problem, _, data_dir, model_dir, source = run
+
+    def build(root):
+        messages, model_dir_before = [], sorted(os.listdir(model_dir))
+        written = translate_all.translate_all(
+            translator(problem, data_dir),
+            model_dir,
+            source,
+            SOURCE_LINES,
+            str(root / "out"),
+            min_steps=10,
+            average_last_n=2,
+            log=messages.append,
         )
-    assert read_lines(expected[0]) != read_lines(expected[1])
-    average = str(tmp_path / "avg2" / "ckpt-20")  # the average lives in a directory of translations_dir
-    assert read_lines(expected[2]) == fresh_decode(problem, data_dir, average)
+        result = {
+            "written": written,
+            "messages": messages,
+            "model_dir": [model_dir_before, sorted(os.listdir(model_dir))],
+        }
+        (root / "result.json").write_text(json.dumps(result))
+
+    root = built_once("translate_all_translated", build)
+    return root / "out", json.loads((root / "result.json").read_text())
+
+
+def test_one_file_per_step_from_min_steps_on_and_one_for_the_average(translated):
+    out, result = translated
+    assert result["written"] == [str(out / name) for name in ("src.txt-10", "src.txt-20", "src.txt-avg2-20")]
+    assert "ckpt-0: below --min_steps=10, skipped." in result["messages"]
+    assert read_lines(str(out / "src.txt-10")) != read_lines(str(out / "src.txt-20"))
+    before, after = result["model_dir"]
+    assert after == before  # nothing written beside the run's checkpoints
+
+
+@pytest.mark.parametrize("step", [10, 20])
+def test_each_steps_file_equals_that_checkpoint_decoded_alone(run, translated, step):
+    problem, _, data_dir, model_dir, _ = run
+    out, _ = translated
+    # one model, its weights replaced per step = a model loaded per step
+    assert read_lines(str(out / f"src.txt-{step}")) == fresh_decode(
+        problem, data_dir, os.path.join(model_dir, f"ckpt-{step}")
+    )
+
+
+def test_the_average_file_equals_the_averaged_checkpoint_decoded_alone(run, translated):
+    problem, _, data_dir, model_dir, _ = run
+    out, _ = translated
+    average = str(out / "avg2" / "ckpt-20")  # the average lives in a directory of translations_dir
+    assert read_lines(str(out / "src.txt-avg2-20")) == fresh_decode(problem, data_dir, average)
     averaged_weight = tf.train.load_checkpoint(average).get_tensor(
         "model/weights_in_order/0/.ATTRIBUTES/VARIABLE_VALUE"
     )
@@ -109,16 +152,21 @@ def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_
         ),
         rtol=1e-6,
     )
-    assert sorted(os.listdir(model_dir)) == model_dir_before  # nothing written beside the run's checkpoints
 
-    messages.clear()
+
+def test_a_second_run_skips_every_file_it_finds(run, translated, tmp_path):
+    problem, _, data_dir, model_dir, source = run
+    out = tmp_path / "out"
+    shutil.copytree(translated[0], out)  # the first run's translations_dir, as that run left it
+    expected = [str(out / name) for name in ("src.txt-10", "src.txt-20", "src.txt-avg2-20")]
+    messages = []
     before = {path: os.stat(path).st_mtime_ns for path in expected}
     again = translate_all.translate_all(
         translator(problem, data_dir),
         model_dir,
         source,
         SOURCE_LINES,
-        str(tmp_path),
+        str(out),
         min_steps=10,
         average_last_n=2,
         log=messages.append,
@@ -129,7 +177,7 @@ def test_one_file_per_step_each_equal_to_that_checkpoint_decoded_alone(run, tmp_
 
 def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_int8(run, tmp_path):
     """quantize=int8: each checkpoint's float32 weights are quantized anew (an int8 model takes no checkpoint)."""
-    problem, _, _, data_dir, model_dir, source = run
+    problem, _, data_dir, model_dir, source = run
     int8 = dataclasses.replace(SETTINGS, quantize="int8")
     translate_all.translate_all(
         translate_all.CheckpointTranslator(problem, HPARAMS, data_dir, "transformer", int8),
@@ -150,7 +198,7 @@ def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_i
 
 
 def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path, monkeypatch):
-    problem, _, _, data_dir, model_dir, source = run
+    problem, _, data_dir, model_dir, source = run
     real_translate, calls = inference.translate, []
 
     def interrupted_on_second_checkpoint(*args, **kwargs):
@@ -182,7 +230,7 @@ def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path,
 
 def test_waits_for_checkpoints_written_while_it_runs(run, tmp_path, monkeypatch):
     """--wait_minutes: a checkpoint saved during the wait is translated, then it stops when none comes."""
-    problem, model, _, data_dir, model_dir, source = run
+    problem, model, data_dir, model_dir, source = run
     training_dir = str(tmp_path / "train")
     shutil.copytree(model_dir, training_dir)
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
@@ -212,7 +260,7 @@ def test_waits_for_checkpoints_written_while_it_runs(run, tmp_path, monkeypatch)
 
 
 def test_a_checkpoint_deleted_before_its_turn_is_skipped_and_said(run, tmp_path, monkeypatch):
-    problem, _, _, data_dir, model_dir, source = run
+    problem, _, data_dir, model_dir, source = run
     listed = checkpoints.all_checkpoints(model_dir)
     monkeypatch.setattr(checkpoints, "all_checkpoints", lambda directory: listed + [listed[-1][:-2] + "25"])
     messages = []
@@ -230,7 +278,7 @@ def translate_all_tool(*argv):
 
 
 def test_the_tool_translates_then_skips_what_is_done(run, tmp_path):
-    problem, _, _, data_dir, model_dir, source = run
+    problem, _, data_dir, model_dir, source = run
     argv = [
         "--problem=algorithmic_reverse",
         f"--data_dir={data_dir}",
@@ -250,7 +298,7 @@ def test_the_tool_translates_then_skips_what_is_done(run, tmp_path):
 
 
 def test_the_tool_names_the_flag_or_file_line_of_bad_input(run, tmp_path):
-    _, _, _, data_dir, model_dir, source = run
+    _, _, data_dir, model_dir, source = run
     empty_dir = tmp_path / "empty"
     empty_dir.mkdir()
     (empty_dir / "hparams.json").write_text(HPARAMS.to_json())
