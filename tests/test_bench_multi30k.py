@@ -86,65 +86,76 @@ def test_one_command_trains_averages_decodes_and_scores_val(tmp_path):
     assert "translate_files (translate_files' own vocabulary size)" in result.stdout  # VOCAB_SIZE unset
 
 
-def test_vocabulary_size_and_bpe_dropout_train_through_a_registered_subclass(tmp_path):
+FITTED_SUBCLASS = dict(
+    VOCAB_SIZE="400",
+    BPE_DROPOUT="0.1",
+    BPE_DROPOUT_COPIES="3",
+    HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,learning_rate_decay_steps=20",
+    TRAIN_STEPS="fit",
+    TRAIN_MINUTES="0.4",
+    AVG_N="1",
+    LOCAL_EVAL_FREQUENCY="1000000",
+    DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4",
+)
+
+
+@pytest.fixture(scope="module")
+def fitted_subclass_run(built_once):
+    """One run of the script with the vocabulary knobs and TRAIN_STEPS=fit (FITTED_SUBCLASS), once per test run.
+
+    Each of its two tests checks the knobs it is about; neither's checks depend on the other's
+    knobs (the problem's vocabulary and its BPE-dropout copies are the data the fitted run trains
+    on). Returns (its directory, the run's directory, exit code, stdout, stderr).
+    """
+
+    def build(path):
+        write_corpus(path / "corpus")
+        result = run(path / "corpus", path / "run", **FITTED_SUBCLASS)
+        (path / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+
+    path = built_once("multi30k_fitted_subclass", build)
+    returncode, stdout, stderr = json.loads((path / "result.json").read_text())
+    return path / "run", returncode, stdout, stderr
+
+
+def test_vocabulary_size_and_bpe_dropout_train_through_a_registered_subclass(fitted_subclass_run):
     """VOCAB_SIZE and BPE_DROPOUT: the vocabulary ablations in knobs (translate_files learns 8,000 pieces
     and segments deterministically)."""
     import sentencepiece
 
-    corpus = write_corpus(tmp_path / "corpus")
-    result = run(
-        corpus,
-        tmp_path / "run",
-        VOCAB_SIZE="400",
-        BPE_DROPOUT="0.1",
-        BPE_DROPOUT_COPIES="3",
-        HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1",
-        TRAIN_STEPS="2",
-        SAVE_STEPS="2",
-        AVG_N="1",
-        DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    work, returncode, stdout, stderr = fitted_subclass_run
+    assert returncode == 0, stderr[-3000:]
     name = "translate_files_vocab400_bpe_dropout"
-    assert f"{name} (400-piece vocabulary, BPE-dropout p=0.1 on the training pairs, 3 copies)" in result.stdout
-    assert f"{name} train: wrote 48 pairs (3 BPE-dropout segmentations of each, p=0.1)" in result.stdout  # 16 × 3
-    data = tmp_path / "run" / "data"
+    assert f"{name} (400-piece vocabulary, BPE-dropout p=0.1 on the training pairs, 3 copies)" in stdout
+    assert f"{name} train: wrote 48 pairs (3 BPE-dropout segmentations of each, p=0.1)" in stdout  # 16 × 3
+    data = work / "data"
     assert {path.name.split("-")[0] for path in data.glob("*-train-*")} == {name}
     pieces = sentencepiece.SentencePieceProcessor(model_file=str(data / f"vocab.{name}.model"))
     assert pieces.get_piece_size() <= 400
-    assert re.search(r"^sacreBLEU = [\d.]+ ", result.stdout, re.MULTILINE)
+    assert re.search(r"^sacreBLEU = [\d.]+ ", stdout, re.MULTILINE)
 
 
-def test_train_steps_fit_ends_the_decay_inside_train_minutes(tmp_path):
+def test_train_steps_fit_ends_the_decay_inside_train_minutes(fitted_subclass_run):
     """TRAIN_STEPS=fit: the trainer chooses the step count from the measured step time; its decay of 20
     steps, shorter than the 100 between log lines, still fixes the count where it begins.
 
     The only dev evaluation is the one after training (LOCAL_EVAL_FREQUENCY): the first one traces
     its graph, and in a 24-second bound its seconds can outrun the 2 % reserve just before the decay
     (CI: at step 1,000 of 1,042 it took 2 s of the 0.5 s reserve, and the clock stopped the run before
-    its decay began). In an hour the reserve is 72 s."""
-    corpus = write_corpus(tmp_path / "corpus")
-    result = run(
-        corpus,
-        tmp_path / "run",
-        HPARAMS="hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,learning_rate_decay_steps=20",
-        TRAIN_STEPS="fit",
-        TRAIN_MINUTES="0.4",
-        AVG_N="1",
-        LOCAL_EVAL_FREQUENCY="1000000",
-        DECODE_HPARAMS="beam_size=1,extra_length=2,batch_size=4",
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "0.4 min (steps fitted to the minutes)" in result.stdout
-    began = re.search(r"The decay began at step ([\d,]+) and ends the run at step ([\d,]+) ", result.stdout)
-    assert began, result.stdout[-3000:]
+    its decay began). In an hour the reserve is 72 s. The run trains through the vocabulary knobs'
+    registered subclass (the test above), which changes only the data it trains on."""
+    work, returncode, stdout, stderr = fitted_subclass_run
+    assert returncode == 0, stderr[-3000:]
+    assert "0.4 min (steps fitted to the minutes)" in stdout
+    began = re.search(r"The decay began at step ([\d,]+) and ends the run at step ([\d,]+) ", stdout)
+    assert began, stdout[-3000:]
     start, end = (int(group.replace(",", "")) for group in began.groups())
-    plan = json.loads((tmp_path / "run" / "train" / "fitted_train_steps.json").read_text())
+    plan = json.loads((work / "train" / "fitted_train_steps.json").read_text())
     assert plan["train_steps"] == end == start + 19
     # The run ended by the count, or, if a late stall let the bound come first, inside the decay.
-    last = int(re.findall(r"^step (\d+)/", result.stdout, re.MULTILINE)[-1])
-    assert start <= last <= end and (last == end or "Stopped after 0.4 minutes" in result.stdout)
-    assert re.findall(r"^Eval at step (\d+):", result.stdout, re.MULTILINE) == [str(last)]
+    last = int(re.findall(r"^step (\d+)/", stdout, re.MULTILINE)[-1])
+    assert start <= last <= end and (last == end or "Stopped after 0.4 minutes" in stdout)
+    assert re.findall(r"^Eval at step (\d+):", stdout, re.MULTILINE) == [str(last)]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ each tool in a fresh process as a user runs it, prints only the tools' own lines
 TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back; the filter on stderr loses nothing,
 however the tool ends."""
 
+import json
 import os
 import platform
 import random
@@ -41,9 +42,7 @@ class QuietFiles(TranslateFiles):
 """
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    root = tmp_path_factory.mktemp("quiet")
+def write_corpus(root):
     (root / "usr").mkdir()
     (root / "usr" / "__init__.py").write_text(USR_DIR)
     words = "the a cat dog sees runs red big small house tree river walks".split()
@@ -55,7 +54,6 @@ def corpus(tmp_path_factory):
         (tmp_dir / f"{split}.src").write_text("\n".join(sentences) + "\n")
         (tmp_dir / f"{split}.tgt").write_text("\n".join(" ".join(reversed(s.split())) for s in sentences) + "\n")
     (root / "input.txt").write_text("the cat sees a dog\nbig red house\n")
-    return root
 
 
 def run_tool(tool, *flags, env=None):
@@ -72,46 +70,80 @@ def run_tool(tool, *flags, env=None):
     return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
 
 
-def test_the_chain_prints_only_the_tools_own_lines(corpus):
-    root = str(corpus)
-    common = [f"--t2t_usr_dir={root}/usr", "--problem=quiet_files", f"--data_dir={root}/data"]
-    lines = {
-        "t2t-datagen": run_tool("t2t-datagen", *common, f"--tmp_dir={root}/tmp"),
-        "t2t-trainer": run_tool(
-            "t2t-trainer",
-            *common,
-            "--hparams_set=transformer_tiny",
-            f"--hparams={SMALL}",
-            f"--output_dir={root}/train",
-            "--train_steps=4",
-            "--save_checkpoints_steps=2",
-            "--local_eval_frequency=4",
-            "--eval_steps=1",
-        ),
-        "t2t-avg-all": run_tool("t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2"),
-        "t2t-decoder": run_tool(
-            "t2t-decoder",
-            *common,
-            f"--output_dir={root}/avg",
-            "--decode_hparams=beam_size=2",
-            f"--decode_from_file={root}/input.txt",
-            f"--decode_to_file={root}/output.txt",
-        ),
-        "t2t-exporter": run_tool(
-            "t2t-exporter",
-            *common,
-            f"--output_dir={root}/avg",
-            f"--export_dir={root}/export",
-            "--decode_hparams=beam_size=2",
-        ),
-    }
+def common_flags(root):
+    return [f"--t2t_usr_dir={root}/usr", "--problem=quiet_files", f"--data_dir={root}/data"]
+
+
+@pytest.fixture(scope="module")
+def trained(built_once):
+    """The chain's first half, once per test run: t2t-datagen, t2t-trainer and t2t-avg-all, each in its own
+    process. Returns (the directory, {tool: the lines it printed}); the decoder and the exporter, the
+    chain's second half, run on its averaged checkpoint in the tests below."""
+
+    def build(path):
+        root = str(path)
+        write_corpus(path)
+        common = common_flags(root)
+        lines = {
+            "t2t-datagen": run_tool("t2t-datagen", *common, f"--tmp_dir={root}/tmp"),
+            "t2t-trainer": run_tool(
+                "t2t-trainer",
+                *common,
+                "--hparams_set=transformer_tiny",
+                f"--hparams={SMALL}",
+                f"--output_dir={root}/train",
+                "--train_steps=4",
+                "--save_checkpoints_steps=2",
+                "--local_eval_frequency=4",
+                "--eval_steps=1",
+            ),
+            "t2t-avg-all": run_tool("t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2"),
+        }
+        (path / "lines.json").write_text(json.dumps(lines))
+
+    path = built_once("quiet_chain", build)
+    return path, json.loads((path / "lines.json").read_text())
+
+
+def assert_only_the_tools_own_lines(lines):
     for tool, printed in lines.items():
         assert printed, tool  # each tool reports what it did
         assert [line for line in printed if NOT_OURS.search(line)] == [], tool
+
+
+def test_datagen_training_and_averaging_print_only_the_tools_own_lines(trained):
+    _, lines = trained
+    assert_only_the_tools_own_lines(lines)
     assert any(line.startswith("step 4/4") for line in lines["t2t-trainer"])
     assert any(line.startswith("Eval at step 4") for line in lines["t2t-trainer"])
     assert any(line.startswith("Averaged 2 checkpoints") for line in lines["t2t-avg-all"])
-    assert os.path.exists(os.path.join(root, "output.txt")) and os.listdir(os.path.join(root, "export"))
+
+
+def test_decoding_prints_only_the_tools_own_lines(trained, tmp_path):
+    root, _ = trained
+    printed = run_tool(
+        "t2t-decoder",
+        *common_flags(root),
+        f"--output_dir={root}/avg",
+        "--decode_hparams=beam_size=2",
+        f"--decode_from_file={root}/input.txt",
+        f"--decode_to_file={tmp_path}/output.txt",
+    )
+    assert_only_the_tools_own_lines({"t2t-decoder": printed})
+    assert os.path.exists(tmp_path / "output.txt")
+
+
+def test_exporting_prints_only_the_tools_own_lines(trained, tmp_path):
+    root, _ = trained
+    printed = run_tool(
+        "t2t-exporter",
+        *common_flags(root),
+        f"--output_dir={root}/avg",
+        f"--export_dir={tmp_path}/export",
+        "--decode_hparams=beam_size=2",
+    )
+    assert_only_the_tools_own_lines({"t2t-exporter": printed})
+    assert os.listdir(tmp_path / "export")
 
 
 # A tool in miniature (the filter starts in a process named t2t-*): it writes, to file descriptor 2
