@@ -18,8 +18,9 @@ from t2t_lite.train import distribution
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Runs in a fresh process: the CPU must be split into two logical devices before TensorFlow starts.
-SCRIPT = r"""
+# Each part runs in a fresh process: the CPU must be split into two logical devices before TensorFlow
+# starts. The parts are separate tests (and processes), so that the test workers can share them out.
+PRELUDE = r"""
 import json, os, sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
@@ -35,6 +36,15 @@ problem = registry.problem("algorithmic_reverse")
 hparams = registry.hparams("transformer_tiny").override(
     "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
     "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0")
+# End to end, with accumulation: 2 micro-batches of 2 × 128 tokens on two replicas, each replica reading its own
+# train shard.
+accumulated = hparams.replace(tokens_per_step=512)
+report = {}
+"""
+
+PARTS = {
+    # The same global batches on one device and on two replicas.
+    "replicas": r"""
 rng = np.random.default_rng(0)
 global_batches = []
 for _ in range(3):  # 6 sentences of up to 9 ids, 0-padded at the end, one shape so each step traces once
@@ -59,12 +69,16 @@ def losses(worker_gpu):
         result.append(float(sums[0] / sums[2]))
     return result
 
-report = {"replicas": distribution.strategy_for(2).num_replicas_in_sync, "one": losses(1), "two": losses(2)}
-# End to end, with accumulation: 2 micro-batches of 2 × 128 tokens on two replicas, each replica reading its own
-# train shard, update as one device fed both replicas' micro-batches side by side (the same global batches).
-accumulated = hparams.replace(tokens_per_step=512)
+report.update({"replicas": distribution.strategy_for(2).num_replicas_in_sync, "one": losses(1), "two": losses(2)})
+""",
+    # The trainer on two replicas with accumulation (its losses are logged in output_dir/2).
+    "accumulated": r"""
 trainer.train_and_evaluate(problem, accumulated, data_dir, f"{output_dir}/2", train_steps=3, schedule="train",
                            summary_steps=1, worker_gpu=2, log=lambda message: None)
+""",
+    # The updates of "accumulated" as one device fed both replicas' micro-batches side by side (the same global
+    # batches).
+    "side_by_side": r"""
 keras.utils.set_random_seed(1)  # the trainer's random_seed: same initial weights, same shuffles
 strategy = distribution.strategy_for(2)
 replica_batches = replica_input.TrainingBatches(problem, data_dir, accumulated, 1, strategy)
@@ -85,7 +99,8 @@ for _ in range(3):
         sums += steps.accumulate_step(side_by_side(strategy.experimental_local_results(replica_batches.next()))).numpy()
     steps.apply_step()
     report["side_by_side"].append(float(sums[0] / sums[2]))
-
+""",
+    "dropout_float16_clip_fit": r"""
 # Dropout: each replica its own masks (the seed generator is one mirrored variable).
 from t2t_lite.model.dropout import Dropout
 strategy = distribution.strategy_for(2)
@@ -120,28 +135,46 @@ trainer.train_and_evaluate(problem, hparams.replace(learning_rate_decay_steps=2)
                            train_steps=3, schedule="train", worker_gpu=2, train_minutes=10,
                            fit_train_steps_to_minutes=True, summary_steps=1, log=lambda message: None)
 report["fit"] = os.path.basename(tf.train.latest_checkpoint(f"{output_dir}/fit"))
-print("REPORT " + json.dumps(report))
-"""
+""",
+}
+
+
+def start_part(part, data_dir, output_dir):
+    """PRELUDE and PARTS[part] in a fresh process with two logical CPU devices; `report` comes back."""
+    script = PRELUDE + PARTS[part] + '\nprint("REPORT " + json.dumps(report))\n'
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-c", script, data_dir, output_dir]
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def report_of(process):
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.split("REPORT ", 1)[1])
 
 
 def test_two_replicas_match_one_device(reverse_data, tmp_path):
-    data_dir = reverse_data
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, data_dir, str(tmp_path / "train")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.split("REPORT ", 1)[1])
+    report = report_of(start_part("replicas", reverse_data, str(tmp_path / "train")))
     assert report["replicas"] == 2
     np.testing.assert_allclose(report["two"], report["one"], rtol=1e-4)
     assert report["one"][-1] < report["one"][0]  # the updates did change the model
+
+
+def test_accumulating_on_two_replicas_matches_one_device_fed_both_replicas_batches(reverse_data, tmp_path):
+    """The trainer, each replica reading its own train shard, against the same micro-batches side by side."""
+    # The two processes run at once: neither needs the other's files.
+    trained = start_part("accumulated", reverse_data, str(tmp_path / "train"))
+    reference = start_part("side_by_side", reverse_data, str(tmp_path / "reference"))
+    report_of(trained)
+    side_by_side = report_of(reference)["side_by_side"]
     two = logged_scalars(str(tmp_path / "train" / "2"))
     assert sorted(two) == [1, 2, 3]
-    np.testing.assert_allclose([two[s] for s in (1, 2, 3)], report["side_by_side"], rtol=1e-4)
+    np.testing.assert_allclose([two[s] for s in (1, 2, 3)], side_by_side, rtol=1e-4)
+
+
+def test_replicas_draw_their_own_dropout_and_skip_overflows_together(reverse_data, tmp_path):
+    """Dropout masks, a float16 overflow on one replica, clip_grad_norm refused, a step count fitted to the clock."""
+    report = report_of(start_part("dropout_float16_clip_fit", reverse_data, str(tmp_path / "train")))
     # Replicas draw different dropout masks, each keeping about half (4,096 elements: 5σ ≈ 0.04).
     assert report["dropout"]["differ"] and all(abs(keep - 0.5) < 0.04 for keep in report["dropout"]["keep"])
     # float16 on two replicas: replica 1's overflow skipped the step everywhere and halved the scale.

@@ -169,44 +169,52 @@ def start_training(data_dir, output_dir, kill_in_save=0):
     )
 
 
-def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_path):
-    # The three runs to kill start together (TensorFlow's start-up overlaps); the reference trains meanwhile.
-    killed_in_save, killed_outside, killed_after_save = (
-        str(tmp_path / name) for name in ("killed_in_save", "killed_outside", "killed_after_save")
+@pytest.fixture(scope="session")
+def reference_run(built_once, reverse_data):
+    """`train(reverse_data, dir)`, built once per test run: 8 steps of SMALL with checkpoints 0, 2, 4, 6, 8
+    and a loss and learning rate logged at every step. Tests only read it, or train on in a copy (`copy_of`)."""
+    return str(built_once("trainer_reference_run", lambda path: train(reverse_data, str(path))))
+
+
+def copy_of(run, destination):
+    """A copy of a finished run's directory to resume or change (its checkpoint list names files relatively)."""
+    shutil.copytree(run, destination)
+    return str(destination)
+
+
+@pytest.mark.parametrize("killed", ["in_save", "outside", "after_save"])
+def test_resume_after_sigkill_continues_the_uninterrupted_run(reverse_data, tmp_path, request, killed):
+    """A run SIGKILLed inside a save, at an arbitrary moment, or just after a save: the same command
+    again resumes it and logs the uninterrupted run's losses at every step, to its last checkpoint."""
+    output_dir = str(tmp_path / killed)
+    process = start_training(
+        reverse_data, output_dir, kill_in_save={"in_save": 6, "outside": 0, "after_save": -4}[killed]
     )
-    in_save = start_training(reverse_data, killed_in_save, kill_in_save=6)
-    outside = start_training(reverse_data, killed_outside)
-    after_save = start_training(reverse_data, killed_after_save, kill_in_save=-4)
-
-    # 2. Killed from outside at an arbitrary moment after step 3.
-    deadline = time.time() + 120
-    while outside.poll() is None and max(logged_scalars(killed_outside), default=0) < 3 and time.time() < deadline:
-        time.sleep(0.05)
-    outside.send_signal(signal.SIGKILL)
-    assert outside.wait(timeout=60) == -signal.SIGKILL
-    latest = tf.train.latest_checkpoint(killed_outside)
-    assert latest is not None and checkpoints.checkpoint_step(latest) < 8
-
-    reference = str(tmp_path / "reference")
-    train(reverse_data, reference)
-    expected = logged_scalars(reference)
+    # Asked for once the run to kill has started, so that it starts up while the reference trains (if not yet built).
+    expected = logged_scalars(request.getfixturevalue("reference_run"))
     assert sorted(expected) == list(range(1, 9))
 
-    # 1. Killed inside the save of step 6: ckpt-6's files exist but the list still ends at ckpt-4.
-    assert in_save.wait(timeout=120) == -signal.SIGKILL, in_save.stderr.read().decode()[-2000:]
-    assert os.path.exists(os.path.join(killed_in_save, "ckpt-6.index"))
-    assert tf.train.latest_checkpoint(killed_in_save).endswith("ckpt-4")
+    if killed == "outside":  # at an arbitrary moment after step 3
+        deadline = time.time() + 120
+        while process.poll() is None and max(logged_scalars(output_dir), default=0) < 3 and time.time() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=60) == -signal.SIGKILL
+        latest = tf.train.latest_checkpoint(output_dir)
+        assert latest is not None and checkpoints.checkpoint_step(latest) < 8
+    elif killed == "in_save":  # inside the save of step 6: ckpt-6's files exist but the list still ends at ckpt-4
+        assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+        assert os.path.exists(os.path.join(output_dir, "ckpt-6.index"))
+        assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
+    else:  # just after the save of step 4 is complete: step 4's scalars must already be logged
+        assert process.wait(timeout=120) == -signal.SIGKILL, process.stderr.read().decode()[-2000:]
+        assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
 
-    # 3. Killed just after the save of step 4 is complete: step 4's scalars must already be logged.
-    assert after_save.wait(timeout=120) == -signal.SIGKILL, after_save.stderr.read().decode()[-2000:]
-    assert tf.train.latest_checkpoint(killed_after_save).endswith("ckpt-4")
-
-    for output_dir in (killed_in_save, killed_outside, killed_after_save):
-        train(reverse_data, output_dir)  # the same command again resumes
-        resumed = logged_scalars(output_dir)
-        assert sorted(resumed) == list(range(1, 9))
-        np.testing.assert_allclose([resumed[s] for s in range(1, 9)], [expected[s] for s in range(1, 9)], rtol=1e-5)
-        assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-8")
+    train(reverse_data, output_dir)  # the same command again resumes
+    resumed = logged_scalars(output_dir)
+    assert sorted(resumed) == list(range(1, 9))
+    np.testing.assert_allclose([resumed[s] for s in range(1, 9)], [expected[s] for s in range(1, 9)], rtol=1e-5)
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-8")
 
 
 def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
@@ -250,17 +258,16 @@ def test_xla_step_equals_the_plain_step(reverse_data, tmp_path):
     assert runs["plain"][4] < runs["plain"][1]  # the weights did move
 
 
-def test_resuming_with_other_settings_stops_naming_them(reverse_data, tmp_path):
+def test_resuming_with_other_settings_stops_naming_them(reverse_data, reference_run, tmp_path):
     """Another --hparams or --problem on a run's --output_dir stops before restoring or writing anything."""
-    output_dir = str(tmp_path / "run")
-    train(reverse_data, output_dir, train_steps=2)
+    output_dir = copy_of(reference_run, tmp_path / "run")  # ckpt-8
     recorded = open(os.path.join(output_dir, "hparams.json")).read()
     latest = tf.train.latest_checkpoint(output_dir)
     with pytest.raises(
         checkpoints.CheckpointError,
         match=r"other hparams \(layer_prepostprocess_dropout 0.1 → 0.3\).*or give a new --output_dir",
     ):
-        train(reverse_data, output_dir, overrides=SMALL + ",layer_prepostprocess_dropout=0.3", train_steps=4)
+        train(reverse_data, output_dir, overrides=SMALL + ",layer_prepostprocess_dropout=0.3", train_steps=10)
     hparams = registry.hparams("transformer_tiny").override(SMALL)
     with pytest.raises(
         checkpoints.CheckpointError, match="trained with problem 'algorithmic_reverse', not 'algorithmic_identity'"
@@ -270,22 +277,20 @@ def test_resuming_with_other_settings_stops_naming_them(reverse_data, tmp_path):
             hparams,
             reverse_data,
             output_dir,
-            train_steps=4,
+            train_steps=10,
             schedule="train",
             log=lambda message: None,
         )
     assert open(os.path.join(output_dir, "hparams.json")).read() == recorded
     assert tf.train.latest_checkpoint(output_dir) == latest
-    train(reverse_data, output_dir, train_steps=4)  # the same settings resume
-    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
+    train(reverse_data, output_dir, train_steps=10)  # the same settings resume
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-10")
 
 
-def test_logged_learning_rate_is_eq3_at_the_logged_step(reverse_data, tmp_path):
+def test_logged_learning_rate_is_eq3_at_the_logged_step(reference_run):
     """Update s used lrate(s) of eq. 3 (§5.3), and TensorBoard shows that rate at step s."""
-    output_dir = str(tmp_path / "run")
-    train(reverse_data, output_dir, train_steps=3)
-    logged = logged_scalars(output_dir, "learning_rate")
-    eq3 = {step: 32**-0.5 * min(step**-0.5, step * 10**-1.5) for step in (1, 2, 3)}  # SMALL: d 32, warmup 10
+    logged = logged_scalars(reference_run, "learning_rate")
+    eq3 = {step: 32**-0.5 * min(step**-0.5, step * 10**-1.5) for step in range(1, 9)}  # SMALL: d 32, warmup 10
     assert logged == pytest.approx(eq3, rel=1e-6)
 
 
@@ -316,12 +321,11 @@ def test_bfloat16_on_a_cpu_without_its_units_is_noted(reverse_data, tmp_path, mo
     assert (tmp_path / "run" / "ckpt-1.index").exists()
 
 
-def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, tmp_path):
+def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, reference_run, tmp_path):
     """schedule=evaluate: the dev metrics of the checkpoint's weights over the whole dev split, once."""
-    output_dir = str(tmp_path / "run")
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint to evaluate"):
-        train(reverse_data, output_dir, schedule="evaluate")
-    train(reverse_data, output_dir, train_steps=4)
+        train(reverse_data, str(tmp_path / "empty"), schedule="evaluate")
+    output_dir = copy_of(reference_run, tmp_path / "run")  # evaluating writes eval/
     listed = checkpoints.all_checkpoints(output_dir)
     metrics = train(reverse_data, output_dir, schedule="evaluate", eval_steps=0)
     assert checkpoints.all_checkpoints(output_dir) == listed
@@ -508,11 +512,9 @@ def test_a_fitted_run_the_clock_stops_inside_its_decay_says_how_far_the_decay_go
     ), lines[-2:]
 
 
-def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, tmp_path):
-    reference = str(tmp_path / "reference")
-    train(reverse_data, reference)
-    output_dir = str(tmp_path / "run")
-    train(reverse_data, output_dir)
+def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(reverse_data, reference_run, tmp_path):
+    reference = copy_of(reference_run, tmp_path / "reference")
+    output_dir = copy_of(reference_run, tmp_path / "run")
     data = os.path.join(output_dir, "ckpt-8.data-00000-of-00001")
     os.truncate(data, os.path.getsize(data) // 2)  # a disk that filled up during the last save
     messages = []
@@ -525,9 +527,8 @@ def test_a_damaged_newest_checkpoint_is_skipped_and_training_resumes_exactly(rev
     np.testing.assert_allclose([resumed[s] for s in range(7, 11)], [expected[s] for s in range(7, 11)], rtol=1e-5)
 
 
-def test_checkpoint_path_resumes_the_run_from_an_earlier_checkpoint(reverse_data, tmp_path, capsys):
-    output_dir = str(tmp_path / "run")
-    train(reverse_data, output_dir)  # ckpt-0, 2, 4, 6, 8
+def test_checkpoint_path_resumes_the_run_from_an_earlier_checkpoint(reverse_data, reference_run, tmp_path, capsys):
+    output_dir = copy_of(reference_run, tmp_path / "run")  # ckpt-0, 2, 4, 6, 8
     run_cli(
         [
             "--problem=algorithmic_reverse",
