@@ -25,7 +25,7 @@ from t2t_lite import registry  # noqa: E402
 from t2t_lite.data.vocabulary import EOS_ID, SymbolVocabulary  # noqa: E402
 from t2t_lite.decode import inference
 from t2t_lite.insights import attention_readout
-from t2t_lite.train import checkpoints
+from t2t_lite.train import model_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from headless_chromium import CHROMIUM, DevTools  # noqa: E402  (the browser driver of the browser tests)
@@ -103,7 +103,7 @@ def main():
     parser.add_argument("--sentences", type=int, default=100)
     args = parser.parse_args()
     os.makedirs(args.output_dir, exist_ok=True)
-    model = checkpoints.build_model(registry.hparams("transformer_base"), VOCAB_SIZE)
+    model = model_info.build_model(registry.hparams("transformer_base"), VOCAB_SIZE)
     vocabulary = SymbolVocabulary(VOCAB_SIZE - 2)
     start = time.time()
     decoded = translations(model, np.random.default_rng(0), args.sentences)

@@ -90,7 +90,7 @@ from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import beam_search, quantization
 from t2t_lite.serve import export
-from t2t_lite.train import checkpoints, flops, train_step
+from t2t_lite.train import flops, model_info, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 HPARAMS_SETS = {"tiny": "transformer_tiny", "base": "transformer_base"}
@@ -129,7 +129,7 @@ def preset_hparams(cfg, xla: bool, activation_dtype: str = "float32"):
 
 def build(hparams, vocab_size, seed):
     keras.utils.set_random_seed(seed)
-    model = checkpoints.build_model(hparams, vocab_size)
+    model = model_info.build_model(hparams, vocab_size)
     optimizer = adam_optimizer(hparams)
     optimizer.build(model.trainable_variables)
     return model, train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
@@ -369,7 +369,7 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
 def savedmodel_row(hparams, cfg, modes, seed, quantize="") -> dict:
     """The figures of the exported SavedModel, decode only, on the preset's model with random weights."""
     keras.utils.set_random_seed(seed)
-    model = checkpoints.build_model(hparams, cfg["vocab_size"])
+    model = model_info.build_model(hparams, cfg["vocab_size"])
     without_eos(model)
     quantization.quantize_for_decoding(model, quantize)  # what export_model does after restoring
     with tempfile.TemporaryDirectory() as scratch:

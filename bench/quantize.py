@@ -21,12 +21,12 @@ import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.decode import quantization
-from t2t_lite.train import checkpoints
+from t2t_lite.train import model_info
 
 
 def convert(hparams_set: str, vocab_size: int, mode: str) -> dict:
     """Seconds (wall and CPU) and full collections of converting one freshly built model to `mode`."""
-    model = checkpoints.build_model(registry.hparams(hparams_set), vocab_size)
+    model = model_info.build_model(registry.hparams(hparams_set), vocab_size)
     ids = np.ones([1, 5], "int32")
     model({"inputs": ids, "targets": ids}, training=False)  # built, as after a restore
     full = []

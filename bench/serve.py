@@ -45,7 +45,7 @@ import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
 from t2t_lite.serve import export, serving_warmup
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 VOCAB_SIZE = 1000
 # --exports: each kind's --decode_hparams beside the user's; xla-int8 and xla-bf16-weights are
@@ -76,7 +76,7 @@ def write_exports(scratch, hparams_set, decode_hparams, sentences, kinds):
     vocab = vocabulary.train_vocabulary(sentences, os.path.join(data_dir, problem.vocab_filename()), VOCAB_SIZE)
     hparams = registry.hparams(hparams_set)
     keras.utils.set_random_seed(1234)
-    model = checkpoints.build_model(hparams, vocab.vocab_size)
+    model = model_info.build_model(hparams, vocab.vocab_size)
     checkpoints.checkpoint_manager(tf.train.Checkpoint(model=checkpoints.trackable_model(model)), train_dir, 1).save(1)
     exports = {}
     for kind in kinds:

@@ -21,14 +21,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.train import checkpoints, flops, train_step
+from t2t_lite.train import flops, model_info, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 
 def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, warmup_steps):
     hparams = registry.hparams(hparams_set).override(overrides).replace(batch_size=batch_size)
     keras.utils.set_random_seed(0)
-    model = checkpoints.build_model(hparams, vocab_size)
+    model = model_info.build_model(hparams, vocab_size)
     optimizer = adam_optimizer(hparams)
     step_functions = train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
     sentences = max(1, batch_size // length)

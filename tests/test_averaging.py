@@ -12,7 +12,7 @@ from test_checkpoints import small_model, write_checkpoints
 
 from t2t_lite import registry
 from t2t_lite.cli import t2t_avg_all
-from t2t_lite.train import averaging, checkpoints
+from t2t_lite.train import averaging, checkpoints, model_info
 
 
 def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
@@ -71,8 +71,8 @@ def test_average_equals_numpy_mean_of_last_n(tmp_path):
     for name, _ in tf.train.list_variables(prefix):
         if name.startswith("optimizer/") and name not in keys:
             np.testing.assert_array_equal(averaged.get_tensor(name), readers[-1].get_tensor(name))
-    assert checkpoints.read_hparams(output_dir) == registry.hparams("transformer_tiny")
-    assert checkpoints.read_problem_info(output_dir)["problem"] == "algorithmic_reverse"
+    assert model_info.read_hparams(output_dir) == registry.hparams("transformer_tiny")
+    assert model_info.read_problem_info(output_dir)["problem"] == "algorithmic_reverse"
 
 
 def run_avg_all(argv):
@@ -140,7 +140,7 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
 
     other = str(tmp_path / "other")
     write_checkpoints(other, steps=[7], keep=5)
-    checkpoints.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
+    model_info.write_model_info(other, registry.hparams("transformer_base"), "algorithmic_reverse", "transformer", 12)
     with pytest.raises(t2t_avg_all.flags.UsageError, match="hparams.json differs .* another model"):
         run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
 
@@ -154,19 +154,19 @@ def test_averaged_transformer_loads_with_load_model(tmp_path):
     weights = []
     for step, seed in ((1, 1), (2, 2)):
         keras.utils.set_random_seed(seed)
-        model = checkpoints.build_model(hparams, vocab_size=12)
+        model = model_info.build_model(hparams, vocab_size=12)
         optimizer = keras.optimizers.Adam()
         optimizer.build(model.trainable_variables)
         checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), model_dir, 5).save(step)
         weights.append([v.numpy() for v in model.trainable_variables])
-    checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
+    model_info.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
     averaging.average_checkpoints(model_dir, str(tmp_path / "avg"), n=2)
 
-    loaded = checkpoints.restore_model(str(tmp_path / "avg"), checkpoints.read_hparams(str(tmp_path / "avg")), 12)
+    loaded = model_info.restore_model(str(tmp_path / "avg"), model_info.read_hparams(str(tmp_path / "avg")), 12)
     for variable, first, second in zip(loaded.trainable_variables, *weights):
         np.testing.assert_allclose(variable.numpy(), (first + second) / 2, rtol=1e-6)
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
-        checkpoints.restore_model(str(tmp_path), hparams, 12)
+        model_info.restore_model(str(tmp_path), hparams, 12)
 
 
 def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_others(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 
 def small_model():
@@ -28,7 +28,7 @@ def write_checkpoints(model_dir, steps, keep):
             loss = tf.reduce_sum(model(tf.ones([2, 5])) ** 2)
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         manager.save(checkpoint_number=step)
-    checkpoints.write_model_info(
+    model_info.write_model_info(
         model_dir, registry.hparams("transformer_tiny"), "algorithmic_reverse", "transformer", 12
     )
     return model
@@ -36,7 +36,7 @@ def write_checkpoints(model_dir, steps, keep):
 
 def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with(tmp_path):
     model_dir = str(tmp_path)
-    checkpoints.write_model_info(
+    model_info.write_model_info(
         model_dir,
         registry.hparams("transformer_tiny"),
         "translate_files",
@@ -44,8 +44,8 @@ def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with
         8000,
         vocabulary="sentencepiece-sha256:aa",
     )
-    checkpoints.check_trained_with(model_dir, "translate_files", "transformer", 8000, "sentencepiece-sha256:aa")
-    checkpoints.check_trained_with(model_dir, None, "transformer", 8000)  # what is not given is not checked
+    model_info.check_trained_with(model_dir, "translate_files", "transformer", 8000, "sentencepiece-sha256:aa")
+    model_info.check_trained_with(model_dir, None, "transformer", 8000)  # what is not given is not checked
     for given, message in [
         (
             ("translate_ende", "transformer", 8000, None),
@@ -59,7 +59,7 @@ def test_a_checkpoint_names_the_problem_model_and_vocabulary_it_was_trained_with
         ),
     ]:
         with pytest.raises(checkpoints.CheckpointError, match=message):
-            checkpoints.check_trained_with(model_dir, *given)
+            model_info.check_trained_with(model_dir, *given)
 
 
 # -- Damaged checkpoints -------------------------------------------------------------------
@@ -83,11 +83,11 @@ def transformer_checkpoints(model_dir, steps):
     manager = None
     for step in steps:
         keras.utils.set_random_seed(step)
-        model = checkpoints.build_model(hparams, vocab_size=12)
+        model = model_info.build_model(hparams, vocab_size=12)
         checkpoint = checkpoints.training_checkpoint(model, keras.optimizers.Adam())
         manager = checkpoints.checkpoint_manager(checkpoint, model_dir, 5)
         manager.save(step)
-    checkpoints.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
+    model_info.write_model_info(model_dir, hparams, "algorithmic_reverse", "transformer", 12)
     return hparams
 
 
@@ -100,10 +100,10 @@ def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp
     hparams = transformer_checkpoints(model_dir, [1, 2, 3])
     damage(os.path.join(model_dir, "ckpt-3"))
     with pytest.raises(checkpoints.CheckpointError, match=named) as error:
-        checkpoints.restore_model(model_dir, hparams, 12)
+        model_info.restore_model(model_dir, hparams, 12)
     assert f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}" in str(error.value)
     assert "\n" not in str(error.value)
-    checkpoints.restore_model(os.path.join(model_dir, "ckpt-2"), hparams, 12)  # the way out it names works
+    model_info.restore_model(os.path.join(model_dir, "ckpt-2"), hparams, 12)  # the way out it names works
 
 
 def snapshot(directory):

@@ -16,7 +16,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the expor
 
 from t2t_lite import registry
 from t2t_lite.decode import beam_search, inference
-from t2t_lite.train import checkpoints
+from t2t_lite.train import model_info
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
 SENTENCES = ["die katze läuft", "der hund", "grün haus straße", "the cat runs quickly", ""]
@@ -24,17 +24,17 @@ SENTENCES = ["die katze läuft", "der hund", "grün haus straße", "the cat runs
 
 def restored_model():
     model_dir = str(FIXTURE / "train")
-    info = checkpoints.read_problem_info(model_dir)
+    info = model_info.read_problem_info(model_dir)
     problem = registry.problem(info["problem"])
     model = inference.load_model_for_decoding(
-        problem, checkpoints.read_hparams(model_dir), str(FIXTURE / "data"), model_dir
+        problem, model_info.read_hparams(model_dir), str(FIXTURE / "data"), model_dir
     )
     return model, problem.vocabulary(str(FIXTURE / "data"))
 
 
 def test_checkpoint_restores_every_stored_weight_under_its_recorded_settings():
     model, vocabulary = restored_model()
-    assert vocabulary.fingerprint == checkpoints.read_problem_info(str(FIXTURE / "train"))["vocabulary"]
+    assert vocabulary.fingerprint == model_info.read_problem_info(str(FIXTURE / "train"))["vocabulary"]
     reader = tf.train.load_checkpoint(str(FIXTURE / "train" / "ckpt-150"))
     stored = {
         int(name.split("/")[2]): name

@@ -28,7 +28,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras
 import numpy as np
 from t2t_lite import registry
-from t2t_lite.train import checkpoints, distribution, replica_input, train_step, trainer
+from t2t_lite.train import checkpoints, distribution, model_info, replica_input, train_step, trainer
 from t2t_lite.train.schedule import adam_optimizer
 
 data_dir, output_dir = sys.argv[1], sys.argv[2]
@@ -56,7 +56,7 @@ def losses(worker_gpu):
     keras.utils.set_random_seed(0)
     strategy = distribution.strategy_for(worker_gpu)
     with strategy.scope():
-        model = checkpoints.build_model(hparams, problem.vocab_size(data_dir))
+        model = model_info.build_model(hparams, problem.vocab_size(data_dir))
         optimizer = adam_optimizer(hparams)
         optimizer.build(model.trainable_variables)
     steps = train_step.StepFunctions(model, optimizer, hparams, strategy)
@@ -82,7 +82,7 @@ trainer.train_and_evaluate(problem, accumulated, data_dir, f"{output_dir}/2", tr
 keras.utils.set_random_seed(1)  # the trainer's random_seed: same initial weights, same shuffles
 strategy = distribution.strategy_for(2)
 replica_batches = replica_input.TrainingBatches(problem, data_dir, accumulated, 1, strategy)
-model = checkpoints.build_model(accumulated, problem.vocab_size(data_dir))
+model = model_info.build_model(accumulated, problem.vocab_size(data_dir))
 optimizer = adam_optimizer(accumulated)
 optimizer.build(model.trainable_variables)
 steps = train_step.StepFunctions(model, optimizer, accumulated, tf.distribute.get_strategy())

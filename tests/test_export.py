@@ -25,7 +25,7 @@ from t2t_lite.data import vocabulary
 from t2t_lite.decode import beam_search, inference
 from t2t_lite.hparam import HParamsError
 from t2t_lite.serve import export
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 WORDS = (
     "der die das haus katze hund über grün straße läuft schnell the cat dog house green street runs quickly"
@@ -94,7 +94,7 @@ def build_trained_export(root):
         random_sentences(seed=1, count=300, max_words=12), os.path.join(root / "data", problem.vocab_filename()), 400
     )
     with python_random_seed(1):
-        model = checkpoints.build_model(registry.hparams("transformer_tiny").override(TINY), vocab.vocab_size)
+        model = model_info.build_model(registry.hparams("transformer_tiny").override(TINY), vocab.vocab_size)
     optimizer = train_word_reversal(model, vocab, STEP)
     # A training checkpoint with the optimizer's state, which the export must leave out.
     checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), str(root / "train"), 2).save(STEP)

@@ -17,7 +17,7 @@ from t2t_lite.data.text_lines import read_lines as read_input_lines
 from t2t_lite.decode import beam_search
 from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.hparam import HParamsError
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
@@ -30,12 +30,12 @@ def trained(tmp_path_factory):
     problem.num_examples = {"train": 40, "dev": 10, "test": 12}
     datagen.generate(problem, str(root / "data"), str(root / "tmp"))
     keras.utils.set_random_seed(5)  # fixed weights, so every run decodes the same hypotheses
-    model = checkpoints.build_model(HPARAMS, problem.vocab_size(str(root / "data")))
+    model = model_info.build_model(HPARAMS, problem.vocab_size(str(root / "data")))
     output_dir = str(root / "train")
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
     manager = checkpoints.checkpoint_manager(checkpoint, output_dir, keep_checkpoint_max=2)
     manager.save(checkpoint_number=7)
-    checkpoints.write_model_info(output_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
+    model_info.write_model_info(output_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
     return problem, model, str(root / "data"), output_dir
 
 
@@ -90,7 +90,7 @@ def test_learned_positions_stop_a_line_longer_than_their_table(trained):
     """pos=emb has max_length + extra_length positions; a line that would need more is named, not decoded."""
     problem, _, data_dir, _ = trained
     hparams = HPARAMS.replace(pos="emb", max_length=8, extra_length=2)
-    model = checkpoints.build_model(hparams, problem.vocab_size(data_dir))
+    model = model_info.build_model(hparams, problem.vocab_size(data_dir))
     vocabulary = problem.vocabulary(data_dir)
     settings = DecodeHParams(beam_size=1, extra_length=2)
     (fits,) = translate(model, vocabulary, ["1 2 3 4 5 6 7"], settings, progress=False)  # 8 ids + 2 = 10

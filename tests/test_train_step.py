@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data import input_pipeline
-from t2t_lite.train import checkpoints, train_step
+from t2t_lite.train import model_info, train_step
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
@@ -22,7 +22,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(reverse_data):
 
     def updated_weights(feed):
         keras.utils.set_random_seed(0)
-        model = checkpoints.build_model(hparams, problem.vocab_size(reverse_data))
+        model = model_info.build_model(hparams, problem.vocab_size(reverse_data))
         steps = train_step.StepFunctions(model, keras.optimizers.SGD(1.0), hparams, tf.distribute.get_strategy())
         feed(steps)
         return [v.numpy() for v in model.trainable_variables]
@@ -35,7 +35,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(reverse_data):
 
     # Independently: the gradient of the big batch's mean loss over its non-padding tokens.
     keras.utils.set_random_seed(0)
-    model = checkpoints.build_model(hparams, problem.vocab_size(reverse_data))
+    model = model_info.build_model(hparams, problem.vocab_size(reverse_data))
     before = [v.numpy() for v in model.trainable_variables]
     with tf.GradientTape() as tape:
         logits = model(big, training=True)

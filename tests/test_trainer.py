@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data import input_pipeline
-from t2t_lite.train import checkpoints, cpu_features, loss, trainer
+from t2t_lite.train import checkpoints, cpu_features, loss, model_info, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 
@@ -222,7 +222,7 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
     with pytest.raises(trainer.TrainingError, match="last good checkpoint"):
         train(reverse_data, output_dir, overrides=SMALL + ",learning_rate=1e30", save_checkpoints_steps=1)
     latest = tf.train.latest_checkpoint(output_dir)
-    model = checkpoints.restore_model(latest, checkpoints.read_hparams(output_dir), 12)
+    model = model_info.restore_model(latest, model_info.read_hparams(output_dir), 12)
     assert all(np.isfinite(v.numpy()).all() for v in model.trainable_variables)
 
 
@@ -330,8 +330,8 @@ def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_
     metrics = train(reverse_data, output_dir, schedule="evaluate", eval_steps=0)
     assert checkpoints.all_checkpoints(output_dir) == listed
 
-    hparams = checkpoints.read_hparams(output_dir)
-    model = checkpoints.restore_model(output_dir, hparams, 12)
+    hparams = model_info.read_hparams(output_dir)
+    model = model_info.restore_model(output_dir, hparams, 12)
     problem = registry.problem("algorithmic_reverse")
     totals = {}
     for batch in input_pipeline.batched_dataset(problem, "dev", reverse_data, hparams, shuffle=False, repeat=False):
@@ -704,9 +704,9 @@ def test_one_step_end_to_end_under_tfds_mock_data(tmp_path):
     )
     assert set(metrics) >= {"loss", "perplexity", "accuracy"} and np.isfinite(metrics["loss"])
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-1")
-    info = checkpoints.read_problem_info(output_dir)
+    info = model_info.read_problem_info(output_dir)
     assert info["vocab_size"] == TinyEnde().vocab_size(data_dir)
-    checkpoints.restore_model(output_dir, checkpoints.read_hparams(output_dir), info["vocab_size"])
+    model_info.restore_model(output_dir, model_info.read_hparams(output_dir), info["vocab_size"])
 
 
 def test_a_run_in_a_directory_relative_to_the_cwd_resumes_its_own_checkpoints(reverse_data, tmp_path, monkeypatch):

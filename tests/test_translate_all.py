@@ -24,7 +24,7 @@ from t2t_lite.data.text_lines import read_lines
 from t2t_lite.decode import inference
 from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.insights import translate_all
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
@@ -39,13 +39,13 @@ def build_run(root):
     data_dir = str(root / "data")
     datagen.generate(problem, data_dir, str(root / "tmp"))
     keras.utils.set_random_seed(3)
-    model = checkpoints.build_model(HPARAMS, problem.vocab_size(data_dir))
+    model = model_info.build_model(HPARAMS, problem.vocab_size(data_dir))
     model_dir = str(root / "train")
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
     manager = checkpoints.checkpoint_manager(checkpoint, model_dir, keep_checkpoint_max=10)
     for step in (0, 10, 20):
         save_random_weights(model, manager, step)
-    checkpoints.write_model_info(model_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
+    model_info.write_model_info(model_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
     (root / "src.txt").write_text("\n".join(SOURCE_LINES) + "\n")
 
 
@@ -54,7 +54,7 @@ def run(built_once):
     """The run of `build_run`, made once per test run (tests only read it), and a model of its architecture."""
     root = built_once("translate_all_run", build_run)
     problem, data_dir = registry.problem("algorithmic_reverse"), str(root / "data")
-    model = checkpoints.build_model(HPARAMS, problem.vocab_size(data_dir))
+    model = model_info.build_model(HPARAMS, problem.vocab_size(data_dir))
     return problem, model, data_dir, str(root / "train"), str(root / "src.txt")
 
 

@@ -21,7 +21,7 @@ from t2t_lite import registry
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import beam_search, quantization
 from t2t_lite.hparam import HParamsError, parse_overrides
-from t2t_lite.train import checkpoints
+from t2t_lite.train import model_info
 
 # With xla=True, batches are padded to batch_size rows and to a multiple of this many source
 # positions, so a file needs a few compilations, not one per sentence length.
@@ -79,7 +79,7 @@ def load_hparams(hparams_set: str, overrides: str, model_dir: str):
     """--hparams_set (+ --hparams) if given, else the hparams.json the trainer wrote beside the checkpoints."""
     if hparams_set:
         return registry.hparams(hparams_set).override(overrides)
-    return checkpoints.read_hparams(model_dir).override(overrides)
+    return model_info.read_hparams(model_dir).override(overrides)
 
 
 @dataclasses.dataclass
@@ -226,7 +226,7 @@ def load_model_for_decoding(
 ):
     """The model of `checkpoint_path_or_dir`, sized by the problem's vocabulary, its products quantized as asked."""
     vocabulary = problem.vocabulary(data_dir)
-    model = checkpoints.restore_model(
+    model = model_info.restore_model(
         checkpoint_path_or_dir,
         hparams,
         vocabulary.vocab_size,

@@ -60,7 +60,7 @@ from t2t_lite.decode import beam_search, inference, quantization
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.serve import serving_warmup, xla_buckets
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
@@ -332,7 +332,7 @@ def export_model(
         )
     checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
     final_dir = version_dir(export_dir, checkpoint)
-    model = checkpoints.restore_model(
+    model = model_info.restore_model(
         checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
     )
     module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)

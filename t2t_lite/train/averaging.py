@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from t2t_lite.train import checkpoints
+from t2t_lite.train import checkpoints, model_info
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -54,7 +54,7 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = N
     state = tf.train.get_checkpoint_state(output_dir)
     earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
     checkpoints.write_checkpoint_list(output_dir, earlier + [os.path.basename(prefix)])
-    for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
+    for info_file in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):
         source = os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(source):
             tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
@@ -124,7 +124,7 @@ def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> 
             f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
             f"same step). Remove it, or give another --output_dir."
         )
-    for info_file in (checkpoints.HPARAMS_FILE, checkpoints.PROBLEM_FILE):
+    for info_file in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):
         mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):
             raise checkpoints.CheckpointError(

@@ -1,4 +1,4 @@
-"""Checkpoints in `--output_dir`, the model's settings beside them, and averaging (§6.1).
+"""Checkpoints in `--output_dir`: writing, listing, damaged ones, and resuming (§5, §6.1).
 
 A model directory holds, as tensor2tensor's did:
   ckpt-<step>.index / .data-*   TensorFlow checkpoints (`tf.train.latest_checkpoint` finds them)
@@ -13,24 +13,19 @@ listed and loadable. The JSON files are written to a temporary file and renamed 
 
 A checkpoint that cannot be read (a disk that filled up, a copy cut short) is named with
 its file; the trainer skips it, moves it to `set_aside/` and resumes from the newest one
-that reads (`restore_for_training`). Averaging (§6.1) is in `t2t_lite.train.averaging`.
+that reads (`restore_for_training`). hparams.json and problem.json, and the model they build,
+are `t2t_lite.train.model_info`'s; averaging (§6.1) is `t2t_lite.train.averaging`'s.
 """
 
 import dataclasses
-import json
 import os
 import re
 import time
 
 import tensorflow as tf
 
-from t2t_lite import registry
-from t2t_lite.hparam import HParams
-
 CHECKPOINT_NAME = "ckpt"
 SET_ASIDE = "set_aside"  # where the trainer moves checkpoints it cannot read or must not overwrite
-HPARAMS_FILE = "hparams.json"
-PROBLEM_FILE = "problem.json"
 
 
 class CheckpointError(FileNotFoundError):
@@ -85,46 +80,7 @@ class SaveEvery:
         self.last_time = now
 
 
-def write_model_info(
-    output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int, vocabulary: str = None
-):
-    """Writes hparams.json and problem.json beside the checkpoints (atomically).
-
-    `vocabulary` is the vocabulary's fingerprint (`Vocabulary.fingerprint`): a vocabulary
-    regenerated from other data has the same size but other pieces.
-    """
-    tf.io.gfile.makedirs(output_dir)
-    _atomic_write(os.path.join(output_dir, HPARAMS_FILE), hparams.to_json())
-    info = {"problem": problem_name, "model": model_name, "vocab_size": int(vocab_size)}
-    if vocabulary is not None:
-        info["vocabulary"] = vocabulary
-    _atomic_write(os.path.join(output_dir, PROBLEM_FILE), json.dumps(info, indent=2, sort_keys=True))
-
-
-def _atomic_write(path: str, text: str) -> None:
-    # tf.io.gfile, so a model directory may be gs://... as the checkpoints' own files may.
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temporary, "w") as file:
-        file.write(text + "\n")
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-
-
-# -- Reading, for the decoder, the exporter and t2t-avg-all ------------------------------
-def read_hparams(model_dir: str) -> HParams:
-    path = os.path.join(model_dir, HPARAMS_FILE)
-    if not tf.io.gfile.exists(path):
-        raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
-    with tf.io.gfile.GFile(path) as file:
-        return HParams.from_json(file.read())
-
-
-def read_problem_info(model_dir: str) -> dict:
-    """{"problem": ..., "model": ..., "vocab_size": ...} as written by t2t-trainer."""
-    path = os.path.join(model_dir, PROBLEM_FILE)
-    if not tf.io.gfile.exists(path):
-        raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
-    with tf.io.gfile.GFile(path) as file:
-        return json.loads(file.read())
+# -- Finding checkpoints, for the decoder, the exporter and t2t-avg-all ---------------------
 
 
 def checkpoint_path(checkpoint_path_or_dir: str) -> str:
@@ -261,36 +217,6 @@ def checkpoint_step(path: str) -> int:
     return int(match.group(1))
 
 
-def build_model(hparams: HParams, vocab_size: int, model_name: str = "transformer"):
-    """The registered model, with its variables created by one call on a dummy batch."""
-    model = registry.model(model_name)(hparams, vocab_size)
-    dummy = tf.ones([1, 2], tf.int32)
-    model({"inputs": dummy, "targets": dummy}, training=False)
-    return model
-
-
-def restore_model(
-    checkpoint_path_or_dir: str,
-    hparams: HParams,
-    vocab_size: int,
-    model_name: str = "transformer",
-    problem_name: str = None,
-    vocabulary: str = None,
-):
-    """Builds the model and restores its weights only (no optimizer state) from a checkpoint.
-
-    The problem.json beside the checkpoint (when there is one) must name the same problem
-    (if `problem_name` is given), model, vocabulary size and vocabulary (if its fingerprint
-    is given): a checkpoint restored under another vocabulary of the same size would decode
-    garbage without any error.
-    """
-    path = checkpoint_path(checkpoint_path_or_dir)
-    check_trained_with(os.path.dirname(path), problem_name, model_name, vocab_size, vocabulary)
-    model = build_model(hparams, vocab_size, model_name)
-    restore_weights(model, path)
-    return model
-
-
 def restore_weights(model, path: str) -> None:
     """Restores a checkpoint's weights (no optimizer state) into a built model, naming the file that fails."""
     try:
@@ -304,50 +230,6 @@ def restore_weights(model, path: str) -> None:
             f"{path}: its weights do not fit the model these hparams build ({reason}). Use the hparams it was "
             f"trained with: leave out --hparams_set and --hparams to read the hparams.json beside it."
         ) from None
-
-
-def check_same_run(
-    output_dir: str, hparams: HParams, problem_name: str, model_name: str, vocab_size: int, vocabulary: str = None
-) -> None:
-    """Stops a resumed run whose settings differ from those recorded in `output_dir`.
-
-    Resuming under other hparams would either fail on the first weight's shape or, where
-    the shapes agree (another dropout, another number of heads), train on silently and
-    overwrite hparams.json, the only record of how the earlier steps were trained.
-    """
-    if tf.io.gfile.exists(os.path.join(output_dir, HPARAMS_FILE)):
-        recorded = read_hparams(output_dir).values()
-        changed = [
-            f"{name} {recorded.get(name)!r} → {value!r}"
-            for name, value in hparams.values().items()
-            if recorded.get(name) != value
-        ]
-        if changed:
-            raise CheckpointError(
-                f"--output_dir={output_dir} holds a run trained with other hparams ({'; '.join(changed)}). "
-                f"Resume it with the --hparams_set and --hparams of {os.path.join(output_dir, HPARAMS_FILE)}, "
-                f"or give a new --output_dir."
-            )
-    check_trained_with(output_dir, problem_name, model_name, vocab_size, vocabulary)
-
-
-def check_trained_with(model_dir: str, problem_name, model_name: str, vocab_size: int, vocabulary=None) -> None:
-    """Stops when problem.json in `model_dir` records another problem, model, vocabulary size or vocabulary."""
-    if not tf.io.gfile.exists(os.path.join(model_dir, PROBLEM_FILE)):
-        return  # a checkpoint written by other code: the restore itself checks the shapes
-    info = read_problem_info(model_dir)
-    given = {
-        "problem": (problem_name, "--problem"),
-        "model": (model_name, "--model"),
-        "vocab_size": (vocab_size, "--problem and --data_dir (the vocabulary)"),
-        "vocabulary": (vocabulary, "--data_dir (whose vocab.*.model file)"),
-    }
-    for key, (value, flag) in given.items():
-        if value is not None and key in info and info[key] != value:
-            raise CheckpointError(
-                f"{os.path.join(model_dir, PROBLEM_FILE)}: the checkpoint was trained with {key} {info[key]!r}, "
-                f"not {value!r}; give the {flag} it was trained with, or another directory."
-            )
 
 
 # -- Listing, for t2t-avg-all and the trainer ---------------------------------------------

@@ -35,7 +35,17 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import datagen, input_pipeline
-from t2t_lite.train import checkpoints, cpu_features, distribution, flops, loss, replica_input, run_length, run_lock
+from t2t_lite.train import (
+    checkpoints,
+    cpu_features,
+    distribution,
+    flops,
+    loss,
+    model_info,
+    replica_input,
+    run_length,
+    run_lock,
+)
 from t2t_lite.train.scalars import write_scalars
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
 from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
@@ -170,9 +180,9 @@ def train_and_evaluate(
             held.enter_context(run_lock.directory_lock(output_dir, "t2t-trainer", log))
         vocabulary = problem.vocabulary(data_dir)
         vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
-        checkpoints.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
+        model_info.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
         with strategy.scope():
-            model = checkpoints.build_model(hparams, vocab_size, settings.model_name)
+            model = model_info.build_model(hparams, vocab_size, settings.model_name)
             run_steps = run_length.RunLength(
                 settings.train_steps,
                 hparams.learning_rate_decay_steps,
@@ -205,7 +215,7 @@ def train_and_evaluate(
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
         if writes_output_dir:
             run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
-        checkpoints.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
+        model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
         training = _Training(problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log)
         if settings.schedule == "evaluate":
