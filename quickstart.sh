@@ -79,7 +79,7 @@ Done.
   data:          $DATA
   checkpoints:   $TRAIN  (averaged: $AVERAGED)
   translations:  $DECODES/test.decodes  (sources: test.inputs, references: test.targets)
-  export:        $EXPORT/$STEP  (TF Serving layout; see README "Serving")
+  export:        $EXPORT/$STEP  (TF Serving layout; see docs/decoding-and-serving.md, "Serving")
 
 Next, a real corpus in one CPU-hour (docs/results.md, "Multi30k in one CPU-hour"): with Multi30k's
 train.en, train.de, val.en, val.de in one directory,

@@ -51,20 +51,20 @@ def _atomic_write(path: str, text: str) -> None:
 
 # -- Reading, for the decoder, the exporter and t2t-avg-all ------------------------------
 def read_hparams(model_dir: str) -> HParams:
-    path = os.path.join(model_dir, HPARAMS_FILE)
-    if not tf.io.gfile.exists(path):
-        raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
-    with tf.io.gfile.GFile(path) as file:
-        return HParams.from_json(file.read())
+    return HParams.from_json(_read_record(model_dir, HPARAMS_FILE))
 
 
 def read_problem_info(model_dir: str) -> dict:
     """{"problem": ..., "model": ..., "vocab_size": ...} as written by t2t-trainer."""
-    path = os.path.join(model_dir, PROBLEM_FILE)
+    return json.loads(_read_record(model_dir, PROBLEM_FILE))
+
+
+def _read_record(model_dir: str, name: str) -> str:
+    path = os.path.join(model_dir, name)
     if not tf.io.gfile.exists(path):
         raise CheckpointError(f"{path}: missing; it is written by t2t-trainer beside the checkpoints.")
     with tf.io.gfile.GFile(path) as file:
-        return json.loads(file.read())
+        return file.read()
 
 
 # -- The model they build --------------------------------------------------------------
