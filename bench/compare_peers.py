@@ -4,12 +4,15 @@
     .venv/bin/python bench/compare_peers.py --presets=tiny --json                  # ~4 min
     .venv/bin/python bench/compare_peers.py --skip_peers                           # t2t_lite rows only
     .venv/bin/python bench/compare_peers.py --peers=ctranslate2,ctranslate2-int8   # decoding beside CTranslate2
+    .venv/bin/python bench/compare_peers.py --presets=base --peers=ctranslate2,ctranslate2-int8 --no_bf16 \
+        --quantize= --no_matmul_bound --memory_presets=   # base, beam 4: our decoders, SavedModel, CTranslate2
 
 Every row is one process, run alone under `taskset -c 0-1` with 2 threads, in the order
 the two memory probes (once, --memory_presets), then in each round the matmul peak, per
 preset the peers, t2t_lite, t2t_lite +XLA, t2t_lite in bfloat16, the exported SavedModel,
 per --quantize mode (int8, bfloat16: t2t_lite/decode/quantization.py) the XLA decoder and the XLA
-export with those product weights (decode only), the preset step's matmul-only bound
+export with those product weights (decode only), our model converted to CTranslate2 (float32 and
+int8 compute types, decode only; where ctranslate2 is installed), the preset step's matmul-only bound
 (oneDNN's and XLA's kernels), and the matmul peak again (the higher one counts); with
 --repeats the rounds interleave every row.
 
@@ -34,6 +37,7 @@ them: the peers run float32. Against CTranslate2 int8 it counts, as int8 is lowe
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import shutil
@@ -46,6 +50,8 @@ from peer_summary import (
     MEMORY_PHASES,
     OURS,
     OURS_BF16,
+    OURS_CT2,
+    OURS_CT2_INT8,
     OURS_SAVEDMODEL,
     OURS_SAVEDMODEL_BF16_WEIGHTS,
     OURS_SAVEDMODEL_INT8,
@@ -200,6 +206,11 @@ def run_all(args, peers_dir, log_path) -> tuple:
         ours.append((decoder, our_command(peers_dir, "--xla", "--quantize", mode, "--skip-train")))
         if not args.no_savedmodel:
             ours.append((export, our_command(peers_dir, "--savedmodel", "--quantize", mode)))
+    if not args.no_ctranslate2:
+        ours += [
+            (OURS_CT2, our_command(peers_dir, "--ctranslate2", "float32")),
+            (OURS_CT2_INT8, our_command(peers_dir, "--ctranslate2", "int8")),
+        ]
     if not args.no_matmul_bound:
         ours += [
             (BOUNDS[0], our_command(peers_dir, "--matmul_bound")),
@@ -237,6 +248,11 @@ def parse_args(argv=None):
         "the XLA export",
     )
     parser.add_argument(
+        "--no_ctranslate2",
+        action="store_true",
+        help="leave out our model converted to CTranslate2 (float32, int8); left out where ctranslate2 is missing",
+    )
+    parser.add_argument(
         "--no_matmul_bound",
         action="store_true",
         help="leave out the matmul-only bound of each preset's step (two rows per preset)",
@@ -267,6 +283,7 @@ def parse_args(argv=None):
     args.peers = [peer for peer in args.peers.split(",") if peer]
     args.memory_presets = [preset for preset in args.memory_presets.split(",") if preset]
     args.quantize = [mode for mode in args.quantize.split(",") if mode]
+    args.no_ctranslate2 = args.no_ctranslate2 or importlib.util.find_spec("ctranslate2") is None
     if set(args.quantize) - set(QUANTIZED_ROWS):
         parser.error(
             f"--quantize: unknown {', '.join(sorted(set(args.quantize) - set(QUANTIZED_ROWS)))}; "

@@ -4,6 +4,7 @@
     .venv/bin/python bench/peer_project.py --preset base --savedmodel       # the exported SavedModel, decode only
     .venv/bin/python bench/peer_project.py --preset base --xla --quantize int8 --skip-train   # int8 products
     .venv/bin/python bench/peer_project.py --preset base --xla --quantize bfloat16 --skip-train   # bfloat16 weights
+    .venv/bin/python bench/peer_project.py --preset base --ctranslate2 int8  # our model converted to CTranslate2
     .venv/bin/python bench/peer_project.py --preset base --memory train     # peak RSS of one step
     .venv/bin/python bench/peer_project.py --preset base --memory decode    # peak RSS of beam-4 decoding
     .venv/bin/python bench/peer_project.py --preset base --matmul_bound [--xla]  # the step's products alone
@@ -32,6 +33,12 @@ What is timed is what a user gets:
     fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
     EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
     equals `beam_search.decode_batch` on the same model.
+  * `--ctranslate2 float32|int8`: the same model converted by t2t_lite/serve/ctranslate2_export.py
+    (what `t2t-exporter --export_format=ctranslate2` writes, minus the checkpoint; the float32
+    weights as trained, loaded with that compute_type) and decoded by CTranslate2's
+    `Translator.translate_batch` on the same ids as pieces, CTranslate2 appending EOS (21 ids, as the
+    SavedModel reads), max_decoding_length 30, min_decoding_length 0, under `without_eos` weights;
+    it checks that every hypothesis has 30 tokens and reports the share equal to `decode_batch`'s.
 Achieved FLOP/s = flops.flops_per_step(hparams, vocab, batch × 32, 32) ÷ step time.
 
 `--memory train|decode` skips the timing protocol and reports the process's peak resident
@@ -89,7 +96,7 @@ import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import beam_search, quantization
-from t2t_lite.serve import export
+from t2t_lite.serve import ctranslate2_export, export
 from t2t_lite.train import flops, model_info, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
@@ -383,6 +390,83 @@ def savedmodel_row(hparams, cfg, modes, seed, quantize="") -> dict:
     }
 
 
+# -- Our model converted to CTranslate2 -------------------------------------------------------------
+def ctranslate2_row(hparams, cfg, modes, seed, compute_type) -> dict:
+    """The figures of the converted model in CTranslate2 (decode only), on the preset's model with random weights."""
+    import ctranslate2
+
+    keras.utils.set_random_seed(seed)
+    model = model_info.build_model(hparams, cfg["vocab_size"])
+    without_eos(model)
+    pieces = ["<pad>", "</s>", "<unk>"] + [f"w{index}" for index in range(3, cfg["vocab_size"])]
+    extra_length = cfg["decode_max_out"] - cfg["decode_src_len"] - 1
+    settings = export.ExportHParams(extra_length=extra_length, max_input_length=cfg["decode_src_len"] + 1)
+    source = pc.random_decode_src(cfg)
+    source_pieces = [[pieces[index] for index in row] for row in source.tolist()]
+    with_eos = np.concatenate([source, np.full([len(source), 1], beam_search.EOS_ID)], axis=1)
+    results = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        spec = ctranslate2_export.transformer_spec(model, hparams, pieces, settings)
+        spec.validate()
+        spec.optimize()
+        spec.save(scratch)
+        translator = ctranslate2.Translator(
+            scratch, device="cpu", compute_type=compute_type, intra_threads=pc.NUM_THREADS, inter_threads=1
+        )
+        index = {piece: number for number, piece in enumerate(pieces)}
+        for name in modes:
+            beam_size = {"greedy": 1, "beam": cfg["beam_size"]}[name]
+
+            def call(batch, beam_size=beam_size):
+                hypotheses = translator.translate_batch(
+                    source_pieces,
+                    beam_size=beam_size,
+                    length_penalty=cfg["beam_alpha"],
+                    max_decoding_length=cfg["decode_max_out"],
+                    min_decoding_length=0,
+                    max_batch_size=0,
+                )
+                output = np.zeros([len(hypotheses), cfg["decode_max_out"]], np.int32)
+                for row, result in enumerate(hypotheses):
+                    ids = [index[piece] for piece in result.hypotheses[0]]
+                    output[row, : len(ids)] = ids
+                return output
+
+            pc.log(f"[t2t_lite {cfg['preset']}] CTranslate2 {compute_type} {name} decoding ...")
+            results[name] = pc.time_decode(
+                call,
+                source,
+                cfg,
+                method=f"ctranslate2.Translator(compute_type={compute_type}).translate_batch(beam_size={beam_size}) "
+                "of the model converted by t2t_lite/serve/ctranslate2_export.py",
+                cached=True,
+                beam_size=beam_size,
+                alpha=cfg["beam_alpha"],
+                compute_type=compute_type,
+            )
+            output = call(source)
+            lengths = (output != 0).sum(axis=1)
+            results[name]["out_tokens_per_sentence"] = {"min": int(lengths.min()), "max": int(lengths.max())}
+            if {int(lengths.min()), int(lengths.max())} != {cfg["decode_max_out"]}:
+                raise RuntimeError(
+                    f"CTranslate2's {name} outputs are not all {cfg['decode_max_out']} tokens: lengths "
+                    f"{results[name]['out_tokens_per_sentence']} (see without_eos)."
+                )
+            library = beam_search.decode_batch(
+                model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"], extra_length=extra_length
+            )[0]
+            results[name]["check_equals_decode_batch"] = round(
+                float(np.mean(output == library[:, : output.shape[1]])), 4
+            )
+        selected = translator.compute_type
+    return {
+        "params": int(model.count_params()),
+        "train": None,
+        "decode": results,
+        "ctranslate2": {"version": ctranslate2.__version__, "compute_type_selected": selected},
+    }
+
+
 # -- Entry point -----------------------------------------------------------------------------
 def extra_flags(parser):
     parser.add_argument("--peers_dir", default=None, help="folder of peer_common.py (default ../shared/peers)")
@@ -404,6 +488,12 @@ def extra_flags(parser):
     parser.add_argument("--memory_tokens", type=int, default=4096, help="micro-batch target tokens for --memory train")
     parser.add_argument(
         "--savedmodel", action="store_true", help="only decode, with the exported SavedModel's translate_ids signature"
+    )
+    parser.add_argument(
+        "--ctranslate2",
+        default="",
+        choices=("", "float32", "int8"),
+        help="only decode, with the model converted to CTranslate2 and loaded with this compute_type",
     )
     parser.add_argument(
         "--matmul_bound",
@@ -436,10 +526,16 @@ def main():
             "bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
             "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype."
         )
+    if args.ctranslate2 and (args.memory or args.matmul_bound or args.xla or args.savedmodel or args.quantize):
+        sys.exit(
+            "bench/peer_project.py: --ctranslate2 decodes with CTranslate2 alone; run it without --memory, "
+            "--matmul_bound, --xla, --savedmodel and --quantize."
+        )
     hparams = preset_hparams(cfg, args.xla, args.activation_dtype)
     result = {
         "peer": "t2t_lite"
         + (" SavedModel" if args.savedmodel else "")
+        + (f" CTranslate2 {args.ctranslate2}" if args.ctranslate2 else "")
         + (" +XLA" if args.xla else "")
         + (f" {args.activation_dtype}" if args.activation_dtype != "float32" else "")
         + (f" {args.quantize}" if args.quantize else ""),
@@ -471,6 +567,10 @@ def main():
     modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
     if args.savedmodel:
         result.update(savedmodel_row(hparams, cfg, modes, args.seed, args.quantize))
+        pc.emit(result, args.out)
+        return
+    if args.ctranslate2:
+        result.update(ctranslate2_row(hparams, cfg, modes, args.seed, args.ctranslate2))
         pc.emit(result, args.out)
         return
     model, steps = build(hparams, cfg["vocab_size"], args.seed)

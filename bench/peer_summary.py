@@ -27,6 +27,8 @@ OURS, OURS_XLA, OURS_BF16, OURS_SAVEDMODEL = "t2t_lite", "t2t_lite-xla", "t2t_li
 # int8 or bfloat16 product weights (t2t_lite/decode/quantization.py), decode only: the XLA decoder and the XLA export.
 OURS_XLA_INT8, OURS_SAVEDMODEL_INT8 = "t2t_lite-xla-int8", "t2t_lite-savedmodel-int8"
 OURS_XLA_BF16_WEIGHTS, OURS_SAVEDMODEL_BF16_WEIGHTS = "t2t_lite-xla-bf16-weights", "t2t_lite-savedmodel-bf16-weights"
+# Our model converted by t2t_lite/serve/ctranslate2_export.py, decoded by CTranslate2 (float32; int8 weights).
+OURS_CT2, OURS_CT2_INT8 = "t2t_lite-ctranslate2", "t2t_lite-ctranslate2-int8"
 OUR_VARIANTS = {
     OURS_XLA: "xla",
     OURS_BF16: "bf16",
@@ -35,7 +37,11 @@ OUR_VARIANTS = {
     OURS_SAVEDMODEL_INT8: "savedmodel_int8",
     OURS_XLA_BF16_WEIGHTS: "xla_bf16_weights",
     OURS_SAVEDMODEL_BF16_WEIGHTS: "savedmodel_bf16_weights",
+    OURS_CT2: "ctranslate2",
+    OURS_CT2_INT8: "ctranslate2_int8",
 }
+# Our decoders, for the targets against CTranslate2: the converted model runs in CTranslate2 itself.
+OUR_DECODERS = tuple(label for label in OUR_VARIANTS if label not in (OURS_CT2, OURS_CT2_INT8))
 PEAK, PEAK_BF16 = "matmul_peak", "matmul_peak_bf16"
 BOUNDS = ("matmul_bound", "matmul_bound-xla")  # oneDNN's kernels, XLA's
 MEMORY_PHASES = ("train", "decode")
@@ -216,13 +222,14 @@ def targets(summary) -> dict:
     float32); the beam target's entry also gives each of them against Model Garden and Model
     Garden + XLA, so a win that comes from XLA alone shows. The SavedModel target counts the
     float32 export against CTranslate2 float32. Against CTranslate2 int8, whose products are
-    int8, every decoder of ours counts, the bfloat16, int8 and bfloat16-weights ones included.
+    int8, every decoder of ours counts, the bfloat16, int8 and bfloat16-weights ones included
+    (not our model converted to CTranslate2, which is CTranslate2's decoder).
     """
     float32_rows = our_rows(summary, (OURS_XLA,))
     best_train = max((row["train_tokens_per_s"] or 0 for row in float32_rows.values()), default=0)
     best_flops = max((row["train_flops_per_s"] or 0 for row in float32_rows.values()), default=0)
     best_beam = _best_beam(float32_rows)
-    fastest_decoder = _best_beam(our_rows(summary))
+    fastest_decoder = _best_beam(our_rows(summary, OUR_DECODERS))
     fastest = max(
         ((row["train_tokens_per_s"] or 0, label) for label, row in summary["peers"].items()), default=(0, None)
     )
@@ -310,6 +317,12 @@ def format_ctranslate2_table(summary) -> list:
             "",
             f"{OURS_SAVEDMODEL}: the export's `translate_ids` signature loaded with tf.saved_model.load, "
             f"XLA decoding {'on' if summary.get('savedmodel_xla') else 'off (this export.py has no xla setting)'}.",
+        ]
+    if summary.get("ctranslate2") or summary.get("ctranslate2_int8"):
+        lines += [
+            "",
+            f"{OURS_CT2}, {OURS_CT2_INT8}: our model converted by t2t_lite/serve/ctranslate2_export.py, "
+            f"decoded by CTranslate2 with compute_type float32 / int8.",
         ]
     return lines
 

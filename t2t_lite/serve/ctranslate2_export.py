@@ -1,0 +1,422 @@
+"""Export for CTranslate2: a trained Transformer (§3) as a CTranslate2 `TransformerSpec` model directory.
+
+CTranslate2 is an inference engine for Transformer translation models on CPUs and GPUs
+(int8, int16, float16, bfloat16 weights). `export_ctranslate2` restores a checkpoint (plain or
+averaged) and maps every weight onto a `ctranslate2.specs.TransformerSpec`:
+
+    t2t_lite                                      CTranslate2
+    shared embedding E (×√d_model, §3.4)       -> encoder/decoder `embeddings` (row 0 zeroed, see below),
+                                                  `scale_embeddings`; decoder `projection` = E, no bias
+    sinusoids (§3.5) or learned positions      -> `position_encodings.encodings`: our table, rows of positions
+    MultiHead W^Q, W^K, W^V, W^O (no biases)   -> self-attention `linear[0]` = [W^Q; W^K; W^V], `linear[1]` = W^O;
+                                                  encoder-decoder `linear[0]` = W^Q, `linear[1]` = [W^K; W^V],
+                                                  `linear[2]` = W^O (Keras kernels [in, out] transposed)
+    FFN W_1, b_1, W_2, b_2 (eq. 2, ReLU)       -> `ffn.linear_0`, `ffn.linear_1`
+    ResidualNorm's LayerNorm (post or pre)     -> each sub-layer's `layer_norm`, `pre_norm`; a pre-norm stack's
+                                                  final LayerNorm -> the stack's `layer_norm`
+
+and writes, in TF Serving's `<export_dir>/<step>/` layout as the SavedModel export does,
+`model.bin`, `config.json` and `shared_vocabulary.json` (the SentencePiece pieces by id), the
+SentencePiece model as `sentencepiece.model`, and `t2t_export.json` (what was exported and the
+`translate_batch` options that decode as `t2t-decoder` does).
+
+Where the two engines would differ by default, and how the export makes them agree:
+  * Positions: CTranslate2's own sinusoids concatenate [sin | cos]; ours interleave them (§3.5 as
+    printed). The spec gets our table (`positional.sinusoid_table`), long enough for CTranslate2's
+    default limits (1024 input subwords; output length + `extra_length`), or the learned table as trained.
+  * LayerNorm epsilon: CTranslate2 assumes 1e-5 when its config names none; ours is
+    `hparams.layer_norm_epsilon` (1e-6), written into config.json.
+  * The start symbol: our vocabulary has no `<s>`; the decoder starts from the padding id 0
+    (`beam_search.START_ID`), so `decoder_start_token` (and `bos_token`, which CTranslate2 requires to
+    name a token) is the piece of id 0. Sources get EOS appended by CTranslate2 (`add_source_eos`), as
+    our inputs end in EOS.
+  * Id 0's embedding: ours is the zero vector wherever id 0 appears (the start, and any later step
+    that emitted or is given id 0), CTranslate2 looks up its row. The embedding rows of id 0 are stored
+    as zeros; the pre-softmax projection keeps E's row 0 (the logit of id 0), so it is stored as its
+    own matrix rather than an alias of the embeddings (one more [vocab, d_model] matrix in model.bin).
+  * Key width ≠ value width (`attention_key_channels`, `attention_value_channels`): CTranslate2 splits
+    its fused projections into heads of one width, so the narrower of d_k, d_v is padded with zero
+    columns per head (zeros add nothing to Q·Kᵀ nor to the output), and `queries_scale` keeps
+    1/√d_k of eq. 1.
+  * Decoding options, not stored in a model: CTranslate2's `min_decoding_length` defaults to 1 (ours
+    lets EOS come first: pass 0), `max_decoding_length` to 256 (ours: input length + `extra_length`), its
+    `max_input_length` (1024) cuts inputs as our export does (first subwords, then EOS). Its length
+    penalty is `score / length^α`, not GNMT's `((5 + |Y|) / 6)^α`, with another stopping rule: beam
+    search differs by design; greedy decoding and teacher-forced scores do not
+    (`tests/test_ctranslate2_export.py`, figures in docs/results.md). An empty source gets an empty
+    translation without running the model.
+
+`--ct2_quantization` stores int8, int8_float32, int16, float16 or bfloat16 weights (CTranslate2's own
+quantization); a Translator may still pick another `compute_type` when loading. The model is
+written to a hidden staging directory and renamed into place, so nothing half-written is ever seen.
+`ctranslate2` is an optional extra (`pip install "t2t_lite[ctranslate2]"`).
+"""
+
+import dataclasses
+import functools
+import importlib.util
+import json
+import os
+import shutil
+
+import numpy as np
+import sentencepiece
+
+from t2t_lite import registry
+from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, UNK_ID
+from t2t_lite.hparam import HParams
+from t2t_lite.model.positional import sinusoid_table
+from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS, Transformer
+from t2t_lite.serve.export import EXPORT_CONFIG_FILE, ExportError, export_hparams, version_dir
+from t2t_lite.train import checkpoints, model_info
+
+QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
+SENTENCEPIECE_FILE = "sentencepiece.model"
+INSTALL_HINT = 'pip install "t2t_lite[ctranslate2]" (or pip install ctranslate2==4.8.5)'
+
+# HParams fields the converter maps, or that do not change what a trained model computes when
+# decoding. A field missing here (one added later) is converted only at its default value, and
+# refused by name otherwise, so a new architectural setting is never silently dropped.
+MAPPED_HPARAMS = {
+    "hidden_size",
+    "filter_size",
+    "num_heads",
+    "num_hidden_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "attention_key_channels",
+    "attention_value_channels",
+    "pos",
+    "norm_position",
+    "layer_norm_epsilon",
+    "shared_embedding_and_softmax_weights",
+    "max_length",
+    "extra_length",
+    # CTranslate2's compute_type chooses the precision when a Translator loads the model.
+    "activation_dtype",
+}
+TRAINING_ONLY_HPARAMS = {
+    "layer_prepostprocess_dropout",
+    "attention_dropout",
+    "relu_dropout",
+    "symbol_dropout",
+    "label_smoothing",
+    "learning_rate",
+    "learning_rate_warmup_steps",
+    "learning_rate_decay_steps",
+    "optimizer_adam_beta1",
+    "optimizer_adam_beta2",
+    "optimizer_adam_epsilon",
+    "clip_grad_norm",
+    "batch_size",
+    "tokens_per_step",
+    "min_length_bucket",
+    "length_bucket_step",
+    "xla_compile",
+    "beam_size",
+    "alpha",
+}
+
+
+def check_installed() -> None:
+    """Stops with how to install ctranslate2 when it is missing (call before any work)."""
+    if importlib.util.find_spec("ctranslate2") is None:
+        raise ExportError(f"--export_format=ctranslate2 needs the ctranslate2 package: {INSTALL_HINT}.")
+
+
+def check_quantization(quantization: str) -> None:
+    if quantization and quantization not in QUANTIZATIONS:
+        raise ExportError(
+            f"--ct2_quantization={quantization}: not one of CTranslate2's {', '.join(QUANTIZATIONS)} "
+            f"(or empty for the float32 weights as trained)."
+        )
+
+
+def check_representable(hparams, model_name: str) -> None:
+    """Stops on a model the converter cannot map exactly, naming the setting."""
+    if registry.model(model_name) is not Transformer:
+        raise ExportError(
+            f"--model={model_name}: only t2t_lite's 'transformer' maps onto CTranslate2's TransformerSpec."
+        )
+    for field in dataclasses.fields(hparams):
+        if field.name in MAPPED_HPARAMS or field.name in TRAINING_ONLY_HPARAMS:
+            continue
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        if getattr(hparams, field.name) != default:
+            raise ExportError(
+                f"hparam {field.name}={getattr(hparams, field.name)!r}: the CTranslate2 export does not map this "
+                f"setting (only its default, {default!r}), so the converted model would compute something else."
+            )
+
+
+# -- The spec -------------------------------------------------------------------------------
+def numpy_weight(variable) -> np.ndarray:
+    return np.asarray(variable.numpy(), np.float32)
+
+
+def linear_weight(dense) -> np.ndarray:
+    """A Keras Dense kernel [in, out] as CTranslate2's linear weight [out, in]."""
+    return np.ascontiguousarray(numpy_weight(dense.kernel).T)
+
+
+def head_widths(hparams) -> tuple:
+    """(d_k, d_v, the common head width CTranslate2 uses: the larger of the two)."""
+    key_depth = hparams.key_channels // hparams.num_heads
+    value_depth = hparams.value_channels // hparams.num_heads
+    return key_depth, value_depth, max(key_depth, value_depth)
+
+
+def padded_heads(weight: np.ndarray, heads: int, width: int) -> np.ndarray:
+    """A projection's weight [heads·d, in] with each head's rows followed by zero rows up to `width`."""
+    rows = weight.reshape(heads, -1, weight.shape[-1])
+    return np.pad(rows, ((0, 0), (0, width - rows.shape[1]), (0, 0))).reshape(heads * width, -1)
+
+
+def padded_output(weight: np.ndarray, heads: int, width: int) -> np.ndarray:
+    """W^O [d_model, heads·d_v] with zero columns after each head's d_v columns, up to `width`."""
+    columns = weight.reshape(weight.shape[0], heads, -1)
+    return np.pad(columns, ((0, 0), (0, 0), (0, width - columns.shape[2]))).reshape(weight.shape[0], -1)
+
+
+def set_layer_norm(spec, norm) -> None:
+    spec.gamma, spec.beta = numpy_weight(norm.gamma), numpy_weight(norm.beta)
+
+
+def set_attention(spec, attention, hparams, self_attention: bool) -> None:
+    heads, (key_depth, value_depth, width) = hparams.num_heads, head_widths(hparams)
+    query = padded_heads(linear_weight(attention.query_projection), heads, width)
+    key = padded_heads(linear_weight(attention.key_projection), heads, width)
+    value = padded_heads(linear_weight(attention.value_projection), heads, width)
+    output = padded_output(linear_weight(attention.output_projection), heads, width)
+    if self_attention:
+        spec.linear[0].weight = np.concatenate([query, key, value])
+        spec.linear[1].weight = output
+    else:
+        spec.linear[0].weight = query
+        spec.linear[1].weight = np.concatenate([key, value])
+        spec.linear[2].weight = output
+    if key_depth != value_depth:  # eq. 1 scales by d_k, not by the padded head width
+        spec.queries_scale = np.float32(1.0 / np.sqrt(key_depth))
+
+
+def set_feed_forward(spec, feed_forward) -> None:
+    spec.linear_0.weight = linear_weight(feed_forward.inner)
+    spec.linear_0.bias = numpy_weight(feed_forward.inner.bias)
+    spec.linear_1.weight = linear_weight(feed_forward.outer)
+    spec.linear_1.bias = numpy_weight(feed_forward.outer.bias)
+
+
+def position_table(model, hparams, settings) -> np.ndarray:
+    """The positions' table: learned as trained, or our sinusoids for the longest input and output."""
+    if hparams.pos == "emb":
+        return numpy_weight(model.source_position.table)
+    rows = max(DEFAULT_LEARNED_POSITIONS, settings.max_input_length) + settings.extra_length
+    return np.asarray(sinusoid_table(np.arange(rows), hparams.hidden_size), np.float32)
+
+
+def without_padding_row(embeddings: np.ndarray) -> np.ndarray:
+    """E with row 0 zeroed: id 0 (padding, the start symbol) embeds to zero, as `SharedEmbedding` does."""
+    embeddings = embeddings.copy()
+    embeddings[PAD_ID] = 0.0
+    return embeddings
+
+
+def transformer_spec(model, hparams, pieces: list, settings):
+    """The CTranslate2 TransformerSpec of a restored `Transformer`, with config and vocabulary registered."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    key_depth, value_depth, width = head_widths(hparams)
+    common = dict(
+        pre_norm=hparams.norm_position == "pre",
+        activation=common_spec.Activation.RELU,
+        head_dim=width if width * hparams.num_heads != hparams.hidden_size else None,
+    )
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(hparams.encoder_layers, hparams.num_heads, **common),
+        transformer_spec.TransformerDecoderSpec(hparams.decoder_layers, hparams.num_heads, **common),
+    )
+    encoder, decoder = spec.encoder, spec.decoder
+    source_embeddings = without_padding_row(numpy_weight(model.source_embedding.embeddings))
+    target_embeddings = (
+        source_embeddings
+        if model.target_embedding is model.source_embedding
+        else without_padding_row(numpy_weight(model.target_embedding.embeddings))
+    )
+    encoder.embeddings[0].weight = source_embeddings
+    decoder.embeddings.weight = target_embeddings
+    decoder.projection.weight = numpy_weight(model.softmax_weights.embeddings)
+    encoder.scale_embeddings = decoder.scale_embeddings = True
+    encoder.position_encodings.encodings = position_table(model, hparams, settings)
+    decoder.position_encodings.encodings = (
+        numpy_weight(model.target_position.table) if hparams.pos == "emb" else encoder.position_encodings.encodings
+    )
+    for layer_spec, layer in zip(encoder.layer, model.encoder.stack):
+        set_attention(layer_spec.self_attention, layer.self_attention, hparams, self_attention=True)
+        set_layer_norm(layer_spec.self_attention.layer_norm, layer.attention_residual.norm)
+        set_feed_forward(layer_spec.ffn, layer.feed_forward)
+        set_layer_norm(layer_spec.ffn.layer_norm, layer.feed_forward_residual.norm)
+    for layer_spec, layer in zip(decoder.layer, model.decoder.stack):
+        set_attention(layer_spec.self_attention, layer.self_attention, hparams, self_attention=True)
+        set_layer_norm(layer_spec.self_attention.layer_norm, layer.self_attention_residual.norm)
+        set_attention(layer_spec.attention, layer.memory_attention, hparams, self_attention=False)
+        set_layer_norm(layer_spec.attention.layer_norm, layer.memory_attention_residual.norm)
+        set_feed_forward(layer_spec.ffn, layer.feed_forward)
+        set_layer_norm(layer_spec.ffn.layer_norm, layer.feed_forward_residual.norm)
+    if hparams.norm_position == "pre":
+        set_layer_norm(encoder.layer_norm, model.encoder.norm)
+        set_layer_norm(decoder.layer_norm, model.decoder.norm)
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.config.unk_token = pieces[UNK_ID]
+    spec.config.eos_token = pieces[EOS_ID]
+    spec.config.bos_token = spec.config.decoder_start_token = pieces[PAD_ID]
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = True
+    spec.config.layer_norm_epsilon = float(hparams.layer_norm_epsilon)
+    return spec
+
+
+def sentencepiece_pieces(vocabulary) -> list:
+    processor = sentencepiece.SentencePieceProcessor(model_proto=vocabulary.model_proto)
+    return [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
+
+
+def rounded_to_bfloat16(array: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16 (ties to even), as the uint16 bit patterns."""
+    bits = np.ascontiguousarray(array, np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+@functools.cache
+def bfloat16_variable_class():
+    """A `ctranslate2.specs.model_spec.Variable` holding bfloat16 bits.
+
+    CTranslate2's own spec converts to bfloat16 only through PyTorch; this one rounds in numpy,
+    so `--ct2_quantization=bfloat16` needs no PyTorch.
+    """
+    from ctranslate2.specs import model_spec
+
+    class Bfloat16Variable(model_spec.Variable):
+        def __init__(self, bits):
+            self.bits = bits
+
+        shape = property(lambda self: self.bits.shape)
+        dtype = property(lambda self: "bfloat16")
+
+        def numpy(self):
+            return (self.bits.astype(np.uint32) << 16).view(np.float32)
+
+        def num_bytes(self):
+            return self.bits.nbytes
+
+        def to_bytes(self):
+            return self.bits.tobytes()
+
+        def _to(self, dtype):
+            return model_spec.NumpyVariable(self.numpy()).to(dtype)
+
+        def _equal(self, other):
+            return self.bits.shape == other.bits.shape and np.array_equal(self.bits, other.bits)
+
+    return Bfloat16Variable
+
+
+def with_bfloat16_weights(spec) -> None:
+    """Replaces every float32 array of a validated spec by its bfloat16 rounding (scalars stay float32)."""
+    from ctranslate2.specs import model_spec
+
+    def convert(layer, name, value):
+        if isinstance(value, model_spec.NumpyVariable) and not value.is_scalar() and value.dtype == "float32":
+            setattr(layer, name.split("/")[-1], bfloat16_variable_class()(rounded_to_bfloat16(value.array)))
+
+    model_spec.visit_spec(spec, convert)
+
+
+# -- Writing ----------------------------------------------------------------------------------
+def translate_options(settings) -> dict:
+    """`Translator.translate_batch` options that decode as `t2t-decoder` with these settings."""
+    return {
+        "beam_size": settings.beam_size,
+        "length_penalty": settings.alpha,  # CTranslate2's score / length^α, not GNMT's lp(Y)
+        "max_input_length": settings.max_input_length,
+        "max_decoding_length": f"longest input in subwords + 1 (EOS) + {settings.extra_length}",
+        "min_decoding_length": 0,
+    }
+
+
+def export_config(problem, hparams, settings, checkpoint: str, quantization: str) -> dict:
+    """The contents of t2t_export.json: what was exported, and how to decode it as t2t-decoder does."""
+    return {
+        "format": "ctranslate2",
+        "problem": problem.name,
+        "checkpoint": os.path.abspath(checkpoint),
+        "step": checkpoints.checkpoint_step(checkpoint),
+        "vocabulary": SENTENCEPIECE_FILE,
+        "quantization": quantization or "float32",
+        "hparams": json.loads(hparams.to_json()),
+        "translate_options": translate_options(settings),
+    }
+
+
+def write_model(spec, quantization: str, vocabulary_path: str, config: dict, final_dir: str) -> None:
+    """Saves the spec, the SentencePiece model and t2t_export.json through a staging directory renamed at the end."""
+    staging = os.path.join(os.path.dirname(final_dir), f".{os.path.basename(final_dir)}.incomplete-{os.getpid()}")
+    try:
+        os.makedirs(staging)
+        spec.validate()
+        if quantization == "bfloat16":
+            with_bfloat16_weights(spec)
+        spec.optimize(quantization=quantization or None)
+        spec.save(staging)
+        shutil.copyfile(vocabulary_path, os.path.join(staging, SENTENCEPIECE_FILE))
+        with open(os.path.join(staging, EXPORT_CONFIG_FILE), "w") as file:
+            json.dump(config, file, indent=2, sort_keys=True)
+        os.rename(staging, final_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def export_ctranslate2(
+    problem,
+    hparams: HParams,
+    data_dir: str,
+    checkpoint_path_or_dir: str,
+    export_dir: str,
+    quantization: str = "",
+    decode_overrides: str = "",
+    model_name: str = "transformer",
+) -> str:
+    """Writes `<export_dir>/<checkpoint step>/` (a CTranslate2 model + SentencePiece model) and returns that path."""
+    check_installed()
+    check_quantization(quantization)
+    check_representable(hparams, model_name)
+    vocabulary = problem.vocabulary(data_dir)
+    if getattr(vocabulary, "model_path", None) is None:
+        raise ExportError(
+            f"--problem={problem.name}: its vocabulary is not a SentencePiece model; a CTranslate2 model is "
+            f"served with the SentencePiece model beside it, so only text problems can be exported."
+        )
+    settings = export_hparams(hparams, problem, decode_overrides)
+    if settings.xla or settings.quantize:
+        raise ExportError(
+            "--decode_hparams: xla and quantize belong to the SavedModel export; for CTranslate2 give "
+            "--ct2_quantization, and the compute_type when loading."
+        )
+    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
+        raise ExportError(
+            f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
+            f"position table (hparams max_length={hparams.max_length}); lower it."
+        )
+    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
+    final_dir = version_dir(export_dir, checkpoint)
+    model = model_info.restore_model(
+        checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
+    )
+    spec = transformer_spec(model, hparams, sentencepiece_pieces(vocabulary), settings)
+    config = export_config(problem, hparams, settings, checkpoint, quantization)
+    write_model(spec, quantization, vocabulary.model_path, config, final_dir)
+    print(
+        f"Exported {checkpoint} to {final_dir} (CTranslate2, {quantization or 'float32'} weights; "
+        f"translate_batch options in {EXPORT_CONFIG_FILE})"
+    )
+    return final_dir

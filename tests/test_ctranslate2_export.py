@@ -1,0 +1,331 @@
+"""The CTranslate2 export: CTranslate2 itself, loading the converted model, computes what t2t_lite computes.
+
+Teacher-forced log-probabilities from CTranslate2's `score_batch` are compared with t2t_lite's own
+teacher-forced forward pass (`Transformer.__call__`, log-softmax), on tiny models whose every weight,
+LayerNorm and bias included, is random (so a swapped or misplaced weight shows): post- and pre-LN,
+sinusoidal and learned positions, unshared embeddings, key width ≠ value width, mixed-length batches
+and a target holding the padding id. Greedy translations are compared on the word-reversal model that
+test_export trains (shared through `built_once`), and on a random one, which emits id 0 and runs to
+the length limit. Beam search differs by design (another length penalty and stopping rule): its BLEU
+on a trained model is a figure in docs/results.md, not a test.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.cli import flags as cli_flags
+from t2t_lite.data import vocabulary
+from t2t_lite.decode import beam_search
+from t2t_lite.hparam import HParams
+from t2t_lite.serve import ctranslate2_export, export
+from t2t_lite.train import averaging, checkpoints, model_info
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from test_export import STEP, TINY, build_trained_export, padded, python_random_seed, random_sentences, run_exporter  # noqa: E402
+
+SMALL = "hidden_size=16,filter_size=24,num_heads=2,num_hidden_layers=2,max_length=20,layer_prepostprocess_dropout=0.0"
+EXTRA_LENGTH = 6
+
+
+# -- A random tiny model, exported --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A translate_files data_dir holding only a small SentencePiece vocabulary."""
+    path = tmp_path_factory.mktemp("ct2_data")
+    problem = registry.problem("translate_files")
+    vocabulary.train_vocabulary(
+        random_sentences(seed=3, count=200, max_words=10), str(path / problem.vocab_filename()), 300
+    )
+    return str(path)
+
+
+def random_model(hparams, vocab_size, seed):
+    """A model whose every weight is random: LayerNorm gains around 1 and biases around 0, not 1 and 0."""
+    with python_random_seed(seed):
+        model = model_info.build_model(hparams, vocab_size)
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        noise = rng.normal(0.0, 0.3, weight.shape).astype(np.float32)
+        weight.assign(weight.numpy() + noise)
+    return model
+
+
+def exported(tmp_path, data_dir, overrides, seed=0, adjust=None):
+    """(model, CTranslate2 model directory) of a random model (changed by `adjust`) saved as ckpt-1 and exported."""
+    hparams = registry.hparams("transformer_tiny").override(",".join(filter(None, [SMALL, overrides])))
+    vocab = registry.problem("translate_files").vocabulary(data_dir)
+    model = random_model(hparams, vocab.vocab_size, seed)
+    if adjust is not None:
+        adjust(model)
+    train_dir = tmp_path / "train"
+    checkpoints.checkpoint_manager(
+        tf.train.Checkpoint(model=checkpoints.trackable_model(model)), str(train_dir), 1
+    ).save(1)
+    version = ctranslate2_export.export_ctranslate2(
+        registry.problem("translate_files"),
+        hparams,
+        data_dir,
+        str(train_dir),
+        str(tmp_path / "export"),
+        decode_overrides=f"extra_length={EXTRA_LENGTH}",
+    )
+    return model, version
+
+
+def pieces_of(version, ids):
+    processor = vocabulary.sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(version, ctranslate2_export.SENTENCEPIECE_FILE)
+    )
+    return [processor.id_to_piece(int(index)) for index in ids]
+
+
+def teacher_forced_log_probs(model, sources, targets):
+    """t2t_lite's log P(target_j | target_<j, source) for each target (EOS appended), from one padded batch."""
+    inputs = padded([source + [vocabulary.EOS_ID] for source in sources])
+    outputs = padded([target + [vocabulary.EOS_ID] for target in targets])
+    log_probs = tf.nn.log_softmax(model({"inputs": inputs, "targets": outputs})).numpy()
+    return [
+        log_probs[row, np.arange(len(target) + 1), outputs[row, : len(target) + 1]]
+        for row, target in enumerate(targets)
+    ]
+
+
+def ct2_log_probs(translator, version, sources, targets):
+    results = translator.score_batch(
+        [pieces_of(version, source) for source in sources], [pieces_of(version, target) for target in targets]
+    )
+    return [np.array(result.log_probs, np.float32) for result in results]
+
+
+MIXED_SOURCES = [[5, 9, 14, 20, 33, 41, 7], [12], [3, 3, 8, 60, 61], [100, 101, 102, 103, 104, 105, 106, 107, 108]]
+# The second and last targets hold the padding id 0 (the start symbol's id) in the middle.
+MIXED_TARGETS = [[7, 8, 9], [44, 0, 45, 46, 47, 48], [], [90, 91, 0, 0, 92]]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        "",  # the paper: post-LN, sinusoids, one shared matrix
+        "norm_position=pre",
+        "pos=emb",
+        "norm_position=pre,pos=emb,shared_embedding_and_softmax_weights=false,layer_norm_epsilon=1e-3",
+        "attention_key_channels=8",  # d_k 4 < d_v 8: keys padded, queries scaled by 1/√d_k
+        "attention_key_channels=24,attention_value_channels=12",  # d_k 12 > d_v 6: values padded
+    ],
+)
+def test_score_batch_equals_the_teacher_forced_log_probs(overrides, data_dir, tmp_path):
+    model, version = exported(tmp_path, data_dir, overrides)
+    translator = ctranslate2.Translator(version, device="cpu", compute_type="float32")
+    ours = teacher_forced_log_probs(model, MIXED_SOURCES, MIXED_TARGETS)
+    theirs = ct2_log_probs(translator, version, MIXED_SOURCES, MIXED_TARGETS)
+    for target, mine, other in zip(MIXED_TARGETS, ours, theirs):
+        assert other.shape == (len(target) + 1,)  # every token and EOS
+        np.testing.assert_allclose(other, mine, atol=1e-4, rtol=0)
+
+
+def greedy_mismatches(model, translator, version, sources):
+    """Sources whose greedy translations differ between the engines where t2t_lite's top two are > 1e-5 apart,
+    and how many hypotheses contain id 0 and how many ran to the length limit."""
+    inputs = [source + [vocabulary.EOS_ID] for source in sources]
+    ids, _ = beam_search.decode_batch(model, padded(inputs), beam_size=1, alpha=0.6, extra_length=EXTRA_LENGTH)
+    mismatches, with_padding, at_limit = [], 0, 0
+    for source, row in zip(inputs, ids):
+        ours = [int(i) for i in row]
+        ours = (
+            ours[: ours.index(vocabulary.EOS_ID)] if vocabulary.EOS_ID in ours else ours[: len(source) + EXTRA_LENGTH]
+        )
+        result = translator.translate_batch(
+            [pieces_of(version, source[:-1])],
+            beam_size=1,
+            max_decoding_length=len(source) + EXTRA_LENGTH,
+            min_decoding_length=0,
+            max_input_length=0,
+        )[0]
+        theirs = [translator_vocabulary_id(version, piece) for piece in result.hypotheses[0]]
+        with_padding += 0 in ours
+        at_limit += len(ours) == len(source) + EXTRA_LENGTH
+        if ours != theirs:
+            first = next(j for j in range(min(len(ours), len(theirs)) + 1) if ours[j : j + 1] != theirs[j : j + 1])
+            step = tf.nn.log_softmax(
+                model({"inputs": padded([source]), "targets": padded([ours[:first] + [0]])})[0, first]
+            ).numpy()
+            top_two = np.sort(step)[-2:]
+            if top_two[1] - top_two[0] > 1e-5:
+                mismatches.append((source, ours, theirs))
+    return mismatches, with_padding, at_limit
+
+
+def translator_vocabulary_id(version, piece):
+    processor = vocabulary.sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(version, ctranslate2_export.SENTENCEPIECE_FILE)
+    )
+    return processor.piece_to_id(piece)
+
+
+def emits_padding(model):
+    """Makes id 0's logit slightly above that of token 32 (the one this random model prefers), so greedy
+    decoding emits id 0 at the start and after it, and then has to read its zero embedding."""
+    embeddings = model.softmax_weights.embeddings
+    rows = embeddings.numpy()
+    rows[0] = 1.05 * rows[32]
+    embeddings.assign(rows)
+
+
+def test_greedy_translations_of_a_random_model_are_identical(data_dir, tmp_path):
+    """A random model that emits id 0, whose embedding must stay zero after the first step, and runs to the limit."""
+    model, version = exported(tmp_path, data_dir, "pos=emb", seed=4, adjust=emits_padding)
+    translator = ctranslate2.Translator(version, device="cpu", compute_type="float32")
+    rng = np.random.default_rng(0)
+    sources = [list(rng.integers(3, 300, size=length)) for length in (1, 2, 4, 7, 11, 13)]
+    mismatches, with_padding, at_limit = greedy_mismatches(model, translator, version, sources)
+    assert mismatches == []
+    assert with_padding > 1 and at_limit > 1
+
+
+# -- The trained word-reversal model of test_export ---------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(built_once):
+    root = built_once("trained_export", build_trained_export)
+    hparams = registry.hparams("transformer_tiny").override(TINY)
+    flags = [
+        "--problem=translate_files",
+        f"--data_dir={root / 'data'}",
+        f"--output_dir={root / 'train'}",
+        "--hparams_set=transformer_tiny",
+        f"--hparams={TINY}",
+        "--export_format=ctranslate2",
+    ]
+    return {"root": root, "hparams": hparams, "flags": flags}
+
+
+@pytest.fixture(scope="module")
+def trained_export(trained, tmp_path_factory):
+    """The trained model averaged by t2t-avg-all's function (one checkpoint), exported by t2t-exporter."""
+    base = tmp_path_factory.mktemp("ct2_trained")
+    averaged = averaging.average_checkpoints(str(trained["root"] / "train"), str(base / "avg"), n=1)
+    flags = [
+        flag if not flag.startswith("--output_dir") else f"--output_dir={base / 'avg'}" for flag in trained["flags"]
+    ]
+    run_exporter(flags + [f"--export_dir={base / 'export'}", f"--decode_hparams=extra_length={EXTRA_LENGTH}"])
+    problem = registry.problem("translate_files")
+    vocab = problem.vocabulary(str(trained["root"] / "data"))
+    model = model_info.restore_model(averaged, trained["hparams"], vocab.vocab_size)
+    return {"version": str(base / "export" / str(STEP)), "model": model, "vocab": vocab, "flags": flags, "base": base}
+
+
+def test_export_layout_and_config(trained_export):
+    version = trained_export["version"]
+    assert sorted(os.listdir(os.path.dirname(version))) == [str(STEP)]  # no staging directory left
+    assert {"model.bin", "config.json", "shared_vocabulary.json", "sentencepiece.model", "t2t_export.json"} <= set(
+        os.listdir(version)
+    )
+    with open(os.path.join(version, "config.json")) as file:
+        config = json.load(file)
+    assert config["decoder_start_token"] == config["bos_token"] == "<pad>" and config["add_source_eos"] is True
+    assert config["layer_norm_epsilon"] == pytest.approx(1e-6)
+    with open(os.path.join(version, "shared_vocabulary.json")) as file:
+        assert len(json.load(file)) == trained_export["vocab"].vocab_size
+
+
+def test_greedy_translations_of_a_trained_model_are_identical(trained_export):
+    translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
+    vocab = trained_export["vocab"]
+    sources = [vocab.encode(sentence) for sentence in random_sentences(seed=11, count=16)]
+    mismatches, _, _ = greedy_mismatches(trained_export["model"], translator, trained_export["version"], sources)
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)
+def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantization, trained_export, tmp_path):
+    run_exporter(trained_export["flags"] + [f"--export_dir={tmp_path}", f"--ct2_quantization={quantization}"])
+    version = str(tmp_path / str(STEP))
+    float32_size = os.path.getsize(os.path.join(trained_export["version"], "model.bin"))
+    size = os.path.getsize(os.path.join(version, "model.bin"))
+    assert size < 0.9 * float32_size  # the matrices shrink (the positions table stays float32 with int8, int16)
+    translator = ctranslate2.Translator(version, device="cpu", compute_type="default")
+    vocab = trained_export["vocab"]
+    sentences = random_sentences(seed=12, count=4)
+    sources = [vocab.encode(sentence) for sentence in sentences]
+    targets = [vocab.encode(" ".join(reversed(sentence.split()))) for sentence in sentences]
+    ours = teacher_forced_log_probs(trained_export["model"], sources, targets)
+    theirs = ct2_log_probs(translator, version, sources, targets)
+    for mine, other in zip(ours, theirs):
+        np.testing.assert_allclose(other, mine, atol=0.2)
+
+
+def test_bfloat16_rounding_is_tensorflows():
+    values = np.random.default_rng(0).normal(0, 3, 10_000).astype(np.float32)
+    values[:4] = [0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8]  # ties: to even
+    expected = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16).numpy()
+    np.testing.assert_array_equal(ctranslate2_export.rounded_to_bfloat16(values), expected)
+
+
+# -- Bad input: one line each, nothing half-written ------------------------------------------------
+def test_an_existing_version_is_never_overwritten(trained_export):
+    model_bin = os.path.join(trained_export["version"], "model.bin")
+    before = os.stat(model_bin).st_mtime_ns
+    with pytest.raises(cli_flags.UsageError, match=f"{STEP} already exists.*never overwritten") as error:
+        run_exporter(trained_export["flags"] + [f"--export_dir={os.path.dirname(trained_export['version'])}"])
+    assert "\n" not in str(error.value)
+    assert os.stat(model_bin).st_mtime_ns == before
+
+
+def test_a_damaged_checkpoint_is_named_and_nothing_is_written(trained, tmp_path):
+    train_dir = tmp_path / "train"
+    shutil.copytree(trained["root"] / "train", train_dir)
+    data = next(str(train_dir / name) for name in os.listdir(train_dir) if ".data-" in name)
+    os.truncate(data, os.path.getsize(data) // 2)
+    flags = [flag if not flag.startswith("--output_dir") else f"--output_dir={train_dir}" for flag in trained["flags"]]
+    with pytest.raises(cli_flags.UsageError, match=f"ckpt-{STEP} is damaged.*--checkpoint_path") as error:
+        run_exporter(flags + [f"--export_dir={tmp_path / 'export'}"])
+    assert "\n" not in str(error.value)
+    assert os.listdir(tmp_path) == ["train"]
+
+
+def test_a_setting_ctranslate2_cannot_represent_is_refused_by_name(data_dir, tmp_path):
+    # A later architectural hparam the converter does not map, set away from its default.
+    extended = dataclasses.make_dataclass(
+        "ExtendedHParams", [("ffn_gated_linear_units", bool, False)], bases=(HParams,), frozen=True
+    )
+    hparams = extended(**registry.hparams("transformer_tiny").override(SMALL).values(), ffn_gated_linear_units=True)
+    with pytest.raises(export.ExportError, match="hparam ffn_gated_linear_units=True") as error:
+        ctranslate2_export.export_ctranslate2(
+            registry.problem("translate_files"), hparams, data_dir, str(tmp_path), str(tmp_path / "export")
+        )
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "export").exists()
+
+
+def test_without_ctranslate2_the_tool_says_how_to_install_it_before_any_work(trained, tmp_path, monkeypatch):
+    real_find_spec = ctranslate2_export.importlib.util.find_spec
+    monkeypatch.setattr(
+        ctranslate2_export.importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "ctranslate2" else real_find_spec(name, *args),
+    )
+    # The data_dir does not exist: the missing package is named first.
+    flags = [
+        flag if not flag.startswith("--data_dir") else f"--data_dir={tmp_path / 'nowhere'}" for flag in trained["flags"]
+    ]
+    with pytest.raises(
+        cli_flags.UsageError, match=r'needs the ctranslate2 package: pip install "t2t_lite\[ctranslate2\]"'
+    ):
+        run_exporter(flags + [f"--export_dir={tmp_path / 'export'}"])
+    assert not (tmp_path / "export").exists()
+
+
+def test_quantization_flag_errors(trained, tmp_path):
+    with pytest.raises(cli_flags.UsageError, match="--ct2_quantization=int4: not one of CTranslate2's int8"):
+        run_exporter(trained["flags"] + [f"--export_dir={tmp_path}", "--ct2_quantization=int4"])
+    savedmodel = [flag for flag in trained["flags"] if not flag.startswith("--export_format")]
+    with pytest.raises(cli_flags.UsageError, match="--ct2_quantization: only with --export_format=ctranslate2"):
+        run_exporter(savedmodel + [f"--export_dir={tmp_path}", "--ct2_quantization=int8"])
+    assert os.listdir(tmp_path) == []
