@@ -99,6 +99,91 @@ def test_input_the_model_cannot_take_gets_a_message_not_a_traceback(server, body
     assert shown(page)[0] == []
 
 
+def raw_request(url: str, request: bytes) -> tuple:
+    """(status, page) of `request` sent as it is, bytes and headers that urllib would correct."""
+    port = urllib.parse.urlsplit(url).port
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode("utf-8")
+
+
+@pytest.mark.parametrize("lengths", [["\u00b2"], ["1e3"], ["-5"], ["5", "6"], ["0x5"]])
+def test_a_content_length_that_is_not_one_number_is_a_bad_request(server, lengths):
+    """ "²".isdigit() is True and int("²") fails: only ASCII digits, given once, are a length."""
+    headers = "".join(f"Content-Length: {length}\r\n" for length in lengths)
+    status, page = raw_request(server, f"POST / HTTP/1.1\r\nHost: x\r\n{headers}\r\ntext=12345".encode())
+    assert status == 400
+    assert "is not one number of bytes" in shown(page)[1] and "Traceback" not in page
+
+
+class FixedPage:
+    """The page's stand-in: these tests are about connections, not decoding."""
+
+    def page(self, text=None, message=""):
+        return f"<p>{text}</p>"
+
+
+@pytest.fixture
+def impatient_server():
+    """A server whose connections get 1 s for their headers and 1 s for their body; yields its port."""
+    server = insights.make_server(FixedPage(), "127.0.0.1", 0, header_seconds=1.0, body_seconds=1.0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def trickle(port: int, first: bytes, byte: bytes, seconds: float) -> float:
+    """Sends `first`, then `byte` every 0.1 s for at most `seconds`; how long until the server hung up."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=seconds) as connection:
+        connection.sendall(first)
+        connection.settimeout(0.1)
+        while time.monotonic() - start < seconds:
+            try:
+                if connection.recv(1024) == b"":  # the server closed the connection, unanswered
+                    return time.monotonic() - start
+            except TimeoutError:
+                pass
+            try:
+                connection.sendall(byte)
+            except OSError:  # reset by the server
+                return time.monotonic() - start
+    return float("inf")
+
+
+@pytest.mark.parametrize(
+    "first, byte",
+    [
+        (b"", b"G"),  # a request line that never ends
+        (b"POST / HTTP/1.1\r\nHost: x\r\n", b"X"),  # headers that never end
+        (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", b"t"),  # a body a byte at a time
+    ],
+)
+def test_a_slow_client_is_dropped_at_its_deadline_and_others_are_answered(impatient_server, first, byte):
+    answers = []
+
+    def ask():
+        with urllib.request.urlopen(f"http://127.0.0.1:{impatient_server}/?text=hello", timeout=30) as answer:
+            answers.append((answer.status, answer.read().decode()))
+
+    others = threading.Thread(target=ask)
+    slow = threading.Thread(target=lambda: answers.append(trickle(impatient_server, first, byte, seconds=8.0)))
+    slow.start()
+    time.sleep(0.3)
+    others.start()  # while the slow client is connected and sending
+    others.join(timeout=30)
+    slow.join(timeout=30)
+    dropped_after = next(answer for answer in answers if isinstance(answer, float))
+    assert (200, "<p>hello</p>") in answers  # the other client did not wait for the slow one
+    assert 1.0 <= dropped_after < 4.0  # dropped at its 1 s deadline (plus scheduling), not when it gave up
+
+
 def test_other_paths_are_not_found(server):
     status, page = request(server + "favicon.ico")
     assert status == 404 and "No page at /favicon.ico" in page
@@ -133,6 +218,9 @@ def test_cli_mistakes_are_named_before_serving(trained, tmp_path):  # noqa: F811
     for argv, message in cases:
         with pytest.raises(insights_cli.t2t_flags.UsageError, match=message):
             run_insights(*common, *argv)
+    for host in ("", " "):  # the socket layer would take "" as every address
+        with pytest.raises(insights_cli.t2t_flags.UsageError, match="--host is empty, which listens on every"):
+            run_insights(*common, f"--host={host}")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

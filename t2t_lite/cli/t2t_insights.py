@@ -25,6 +25,11 @@ flags.DEFINE_string(
 def main(argv):
     del argv
     t2t_flags.prepare()
+    if not FLAGS.host.strip():  # "" would listen on every address of the machine, not on none
+        raise t2t_flags.UsageError(
+            "--host is empty, which listens on every network address of this machine; give 127.0.0.1 "
+            "(this machine only) or 0.0.0.0 (the network) explicitly."
+        )
     t2t_flags.require("problem", "data_dir")
     model_dir = t2t_flags.trained_model_dir()
     t2t_flags.existing_dir("data_dir")
