@@ -193,6 +193,41 @@ def test_bad_corpus_files_name_the_file_and_line(tmp_path, source, target, messa
         TinyFiles().text_pairs(str(tmp_path), "train")
 
 
+def test_byte_order_marks_and_control_characters_are_removed_and_said_once_per_file(tmp_path, capsys):
+    """An editor's BOM (also where concatenated files meet) and stray controls never reach the vocabulary;
+    tab and the other whitespace controls become spaces, as normalize_text makes them."""
+    tmp_dir, data_dir = tmp_path / "raw", str(tmp_path / "data")
+    pairs = sentence_pairs()
+    write_corpus(str(tmp_dir), "train", pairs[:80])
+    lines = (tmp_dir / "train.src").read_text(encoding="utf-8").split("\n")
+    lines[0] = "\ufeff" + lines[0]
+    lines[40] = "\ufeff" + lines[40].replace(" ", " \x1b[0m", 1)  # a terminal's colour code, pasted
+    lines[41] = lines[41].replace(" ", "\x00\u0080 ", 1) + "\x7f"
+    lines[42] = lines[42].replace(" ", "\t\x0c", 1)  # whitespace controls: kept for normalize_text
+    (tmp_dir / "train.src").write_text("\n".join(lines), encoding="utf-8")
+    (tmp_dir / "train.tgt").write_bytes(b"\xef\xbb\xbf" + (tmp_dir / "train.tgt").read_bytes())
+
+    problem = TinyFiles()
+    datagen.generate(problem, data_dir, str(tmp_dir))
+    out = capsys.readouterr().out
+    source, target = str(tmp_dir / "train.src"), str(tmp_dir / "train.tgt")
+    assert out.count(f"{source}: removed") == out.count(f"{target}: removed") == 1  # read twice, said once
+    assert f"{source}: removed 2 byte-order marks (first on line 1) and 4 control characters (first on line 41)" in out
+    assert f"{target}: removed 1 byte-order mark (first on line 1);" in out
+
+    vocabulary = sentencepiece.SentencePieceProcessor(model_file=os.path.join(data_dir, problem.vocab_filename()))
+    pieces = {vocabulary.id_to_piece(i) for i in range(vocabulary.get_piece_size())}
+    assert not [piece for piece in pieces if "\ufeff" in piece or "\x1b" in piece or "\x7f" in piece]
+    texts = {
+        vocabulary.decode(inputs[:-1])
+        for path in tf.io.gfile.glob(os.path.join(data_dir, f"{problem.name}-train-*"))
+        for inputs, _ in read_records(path)
+    }
+    expected = [" ".join(s.split()) for s, _ in pairs[:80]]
+    expected[40] = expected[40].replace(" ", " [0m", 1)  # the colour code's printable rest stays: it is text
+    assert texts == set(expected)  # every sentence as written, without the marks and controls
+
+
 def test_a_split_with_every_pair_dropped_is_not_written(tmp_path):
     """Empty shards would pass for a complete split and be reused after the raw data was fixed."""
     tmp_dir, data_dir = str(tmp_path / "raw"), str(tmp_path / "data")

@@ -19,6 +19,13 @@ def test_lines_end_at_newline_only(tmp_path):
     assert text_lines.read_lines(str(path)) == []
 
 
+def test_a_byte_order_mark_opening_the_file_is_not_part_of_line_one(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfErster Satz .\n\xef\xbb\xbfzweiter\n")
+    assert text_lines.read_lines(str(path)) == ["Erster Satz .", "\ufeffzweiter"]  # only the file's mark
+    assert open(path, encoding="utf-8-sig").read() == text_lines.read_text(str(path))
+
+
 def test_invalid_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")

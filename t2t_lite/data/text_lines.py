@@ -4,6 +4,9 @@ A line ends at "\n" only (a "\r" before it is dropped), so line i here is line i
 `wc -l`, `sed -n i p` and the decoder that wrote the file; `str.splitlines` would also
 split inside a sentence at U+2028, U+0085 or a form feed, shifting every later line
 against its reference. Bytes that are not UTF-8 are an error naming the file and line.
+A byte-order mark that opens the file (as some editors write UTF-8) is not part of line 1:
+it is left out, as Python's "utf-8-sig" codec does, so the first sentence is translated and
+scored as the others.
 """
 
 
@@ -20,7 +23,7 @@ def read_text(path: str) -> str:
     with open(path, "rb") as file:
         data = file.read()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         number = data.count(b"\n", 0, error.start) + 1
         raise ValueError(f"{path}:{number}: not valid UTF-8 ({error.reason}).") from None
