@@ -1,7 +1,9 @@
 """t2t-decoder: input order kept while decoding sorted by length, n-best, splits, settings, bad input."""
 
 import io
+import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -14,7 +16,7 @@ from t2t_lite import registry
 from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.data import datagen
 from t2t_lite.data.text_lines import read_lines as read_input_lines
-from t2t_lite.decode import beam_search
+from t2t_lite.decode import beam_search, inference
 from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.hparam import HParamsError
 from t2t_lite.train import checkpoints, model_info
@@ -226,6 +228,41 @@ def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsy
     assert first["source_tokens"] == ["1", "2", "3", "4", "<eos>"] and first["source"] == lines[0]
     assert first["note"] == "The input had 8 ids (EOS included); the model read its first 4 and EOS (max_input_size)."
     assert second["note"] == ""
+
+
+def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_example(trained):
+    problem, model, data_dir, _ = trained
+    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
+    assert inference.max_input_ids(model, HPARAMS, settings)[0] == HPARAMS.max_length
+    assert inference.max_input_ids(model, HPARAMS, DecodeHParams(max_input_size=7))[0] == 7
+    learned = model_info.build_model(HPARAMS.replace(pos="emb", max_length=20), problem.vocab_size(data_dir))
+    assert learned.source_position.max_positions - 3 == inference.max_input_ids(learned, HPARAMS, settings)[0]
+
+
+def test_cli_warns_of_lines_longer_than_any_it_was_trained_on(trained, tmp_path, capsys):
+    """Read whole, as the user asked nothing else, but named: hparams max_length 6 here (5 symbols and EOS)."""
+    problem, model, data_dir, output_dir = trained
+    trained_dir = tmp_path / "train"
+    shutil.copytree(output_dir, trained_dir)
+    recorded = json.loads((trained_dir / model_info.HPARAMS_FILE).read_text())
+    (trained_dir / model_info.HPARAMS_FILE).write_text(json.dumps(dict(recorded, max_length=6)))
+    source = tmp_path / "in.txt"
+    source.write_text("1 2 3 4 5\n1 2 3 4 5 6\n1\n1 2 3 4 5 6 7\n")
+    run_decoder(
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={trained_dir}",
+        f"--decode_from_file={source}",
+    )
+    printed = capsys.readouterr().out
+    assert (
+        "Warning: 2 lines had more than 6 ids (EOS included), more than the longest example it was trained on, "
+        "hparams max_length (6), and were read whole: lines 2, 4." in printed
+    )
+    assert "max_input_size=6 would cut them instead" in printed
+    decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
+    whole = translate(model, problem.vocabulary(data_dir), ["1 2 3 4 5 6 7"], DecodeHParams(1, 0.0, 2), progress=False)
+    assert decoded[3] == whole[0].hypotheses[0]  # not cut
 
 
 def test_cli_without_checkpoint_names_the_flags(trained):

@@ -22,7 +22,6 @@ from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny rando
 from t2t_lite.cli import t2t_insights as insights_cli
 from t2t_lite.decode.inference import DecodeHParams, translate
 from t2t_lite.insights import server as insights
-from t2t_lite.train import model_info
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
@@ -187,14 +186,6 @@ def test_a_slow_client_is_dropped_at_its_deadline_and_others_are_answered(impati
 def test_other_paths_are_not_found(server):
     status, page = request(server + "favicon.ico")
     assert status == 404 and "No page at /favicon.ico" in page
-
-
-def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_example(trained):  # noqa: F811
-    problem, model, data_dir, _ = trained
-    assert insights.max_input_ids(model, HPARAMS, SETTINGS)[0] == HPARAMS.max_length
-    assert insights.max_input_ids(model, HPARAMS, DecodeHParams(max_input_size=7))[0] == 7
-    learned = model_info.build_model(HPARAMS.replace(pos="emb", max_length=20), problem.vocab_size(data_dir))
-    assert learned.source_position.max_positions - 3 == insights.max_input_ids(learned, HPARAMS, SETTINGS)[0]
 
 
 def run_insights(*argv):

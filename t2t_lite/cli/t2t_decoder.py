@@ -66,6 +66,7 @@ def main(argv):
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         decode_files.write_lines(output, (t.line(settings.return_beams) for t in translations))
         note = inference.truncation_note(translations, settings, "line")
+        warning = _longer_than_trained(model, hparams, settings, translations, "line")
     else:
         try:
             translations = decode_files.decode_split(
@@ -74,11 +75,21 @@ def main(argv):
         except (FileNotFoundError, inference.BadInputError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
         note = inference.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
+        warning = _longer_than_trained(model, hparams, settings, translations, f"{FLAGS.decode_split} example")
     print(f"Wrote {len(translations)} decodings to {output}")
-    if note:
-        print(note)
+    for said in (note, warning):
+        if said:
+            print(said)
     if page:
         _write_attention(model, vocabulary, translations, page, problem, settings)
+
+
+def _longer_than_trained(model, hparams, settings, translations, noun):
+    """The warning for inputs read whole beyond the longest example trained on (max_input_size cuts instead)."""
+    if settings.max_input_size:
+        return ""
+    limit, reason = inference.max_input_ids(model, hparams, settings)
+    return inference.longer_than_trained_note(translations, limit, reason, noun)
 
 
 def _check_paths():

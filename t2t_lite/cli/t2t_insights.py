@@ -10,6 +10,7 @@ free port and prints it.
 from absl import app, flags
 
 from t2t_lite.cli import flags as t2t_flags
+from t2t_lite.decode import inference
 from t2t_lite.insights import server
 
 FLAGS = flags.FLAGS
@@ -41,7 +42,7 @@ def main(argv):
     settings = t2t_flags.decode_settings(hparams, problem)
     checkpoint = FLAGS.checkpoint_path or FLAGS.output_dir
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
-    limit, reason = server.max_input_ids(model, hparams, settings)
+    limit, reason = inference.max_input_ids(model, hparams, settings)
     page = server.Insights(
         model,
         vocabulary,

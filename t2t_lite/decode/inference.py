@@ -211,6 +211,45 @@ def _check_learned_positions(model, encoded, extra_length):
             )
 
 
+def max_input_ids(model, hparams, settings: DecodeHParams) -> tuple:
+    """(the most ids, EOS included, a sentence may have, why): the page refuses longer ones.
+
+    max_input_size if --decode_hparams sets it; else a learned position table's size less
+    extra_length (pos=emb); else the longest example the model was trained on (hparams
+    max_length, 0 meaning batch_size as in training), as longer sentences are extrapolation.
+    """
+    if settings.max_input_size:
+        return settings.max_input_size, "--decode_hparams max_input_size"
+    position = getattr(model, "source_position", None)
+    if position is not None and position.kind == "emb":
+        return position.max_positions - settings.extra_length, "the learned position table less extra_length"
+    return hparams.max_length or hparams.batch_size, "the longest example it was trained on, hparams max_length"
+
+
+def longer_than_trained_note(translations, limit: int, reason: str, noun: str = "input line", shown: int = 5) -> str:
+    """A warning naming the inputs longer than `limit` ids that were read whole ("" if none was).
+
+    Beyond the longest example trained on, a model extrapolates (positions it never saw, attention
+    over more keys than ever): the translation may still be good, but the user should know which.
+    """
+    numbers = [
+        number
+        for number, translation in enumerate(translations, start=1)
+        if not translation.truncated and len(translation.source_ids) > limit
+    ]
+    if not numbers:
+        return ""
+    listed = ", ".join(map(str, numbers[:shown])) + (
+        f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    )
+    nouns = noun if len(numbers) == 1 else noun + "s"
+    return (
+        f"Warning: {len(numbers)} {nouns} had more than {limit} ids (EOS included), more than {reason} ({limit}), "
+        f"and were read whole: {nouns} {listed}. Their translations are extrapolation; "
+        f"--decode_hparams=max_input_size={limit} would cut them instead."
+    )
+
+
 def input_note(translation: Translation) -> str:
     """Says that the model read a cut input ("" if it read all of it)."""
     if not translation.truncated:

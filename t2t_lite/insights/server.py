@@ -39,21 +39,6 @@ BODY_SECONDS = 30.0  # The body of a POST must arrive within this once its heade
 NOT_UTF8 = "The request's text is not valid UTF-8; send the sentence as UTF-8 text."
 
 
-def max_input_ids(model, hparams, settings: inference.DecodeHParams) -> tuple:
-    """(the most ids, EOS included, a sentence may have, why): the page refuses longer ones.
-
-    max_input_size if --decode_hparams sets it; else a learned position table's size less
-    extra_length (pos=emb); else the longest example the model was trained on (hparams
-    max_length, 0 meaning batch_size as in training), as longer sentences are extrapolation.
-    """
-    if settings.max_input_size:
-        return settings.max_input_size, "--decode_hparams max_input_size"
-    position = getattr(model, "source_position", None)
-    if position is not None and position.kind == "emb":
-        return position.max_positions - settings.extra_length, "the learned position table less extra_length"
-    return hparams.max_length or hparams.batch_size, "the longest example it was trained on, hparams max_length"
-
-
 class Insights:
     """Decodes the sentences typed in the form and renders the page that shows them."""
 
