@@ -67,8 +67,15 @@ from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, UNK_ID
 from t2t_lite.hparam import HParams
 from t2t_lite.model.positional import sinusoid_table
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS, Transformer
-from t2t_lite.serve.export import EXPORT_CONFIG_FILE, ExportError, export_hparams, version_dir
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.serve.export import (
+    EXPORT_CONFIG_FILE,
+    ExportError,
+    check_learned_positions,
+    export_hparams,
+    restore_for_export,
+    sentencepiece_vocabulary,
+)
+from t2t_lite.train import checkpoints
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 SENTENCEPIECE_FILE = "sentencepiece.model"
@@ -390,27 +397,18 @@ def export_ctranslate2(
     check_installed()
     check_quantization(quantization)
     check_representable(hparams, model_name)
-    vocabulary = problem.vocabulary(data_dir)
-    if getattr(vocabulary, "model_path", None) is None:
-        raise ExportError(
-            f"--problem={problem.name}: its vocabulary is not a SentencePiece model; a CTranslate2 model is "
-            f"served with the SentencePiece model beside it, so only text problems can be exported."
-        )
+    vocabulary = sentencepiece_vocabulary(
+        problem, data_dir, "a CTranslate2 model is served with the SentencePiece model beside it"
+    )
     settings = export_hparams(hparams, problem, decode_overrides)
     if settings.xla or settings.quantize:
         raise ExportError(
             "--decode_hparams: xla and quantize belong to the SavedModel export; for CTranslate2 give "
             "--ct2_quantization, and the compute_type when loading."
         )
-    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
-        raise ExportError(
-            f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
-            f"position table (hparams max_length={hparams.max_length}); lower it."
-        )
-    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
-    final_dir = version_dir(export_dir, checkpoint)
-    model = model_info.restore_model(
-        checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
+    check_learned_positions(hparams, settings)
+    checkpoint, final_dir, model = restore_for_export(
+        problem, hparams, vocabulary, checkpoint_path_or_dir, export_dir, model_name
     )
     spec = transformer_spec(model, hparams, sentencepiece_pieces(vocabulary), settings)
     config = export_config(problem, hparams, settings, checkpoint, quantization)

@@ -308,6 +308,36 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def sentencepiece_vocabulary(problem, data_dir: str, why: str):
+    """The problem's vocabulary, which an export needs to be a SentencePiece model (`why` says what for)."""
+    vocabulary = problem.vocabulary(data_dir)
+    if getattr(vocabulary, "model_path", None) is None:
+        raise ExportError(
+            f"--problem={problem.name}: its vocabulary is not a SentencePiece model; {why}, "
+            f"so only text problems can be exported."
+        )
+    return vocabulary
+
+
+def check_learned_positions(hparams, settings: ExportHParams) -> None:
+    """A learned position table (pos=emb) ends where it ends: inputs cut to max_input_length must fit it."""
+    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
+        raise ExportError(
+            f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
+            f"position table (hparams max_length={hparams.max_length}); lower it."
+        )
+
+
+def restore_for_export(problem, hparams, vocabulary, checkpoint_path_or_dir: str, export_dir: str, model_name: str):
+    """(checkpoint path, the version directory to write, the restored model), the directory checked first."""
+    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
+    final_dir = version_dir(export_dir, checkpoint)
+    model = model_info.restore_model(
+        checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
+    )
+    return checkpoint, final_dir, model
+
+
 def export_model(
     problem,
     hparams,
@@ -318,22 +348,11 @@ def export_model(
     model_name: str = "transformer",
 ) -> str:
     """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
-    vocabulary = problem.vocabulary(data_dir)
-    if getattr(vocabulary, "model_path", None) is None:
-        raise ExportError(
-            f"--problem={problem.name}: its vocabulary is not a SentencePiece model; the export "
-            f"tokenizes in-graph with SentencePiece, so only text problems can be exported."
-        )
+    vocabulary = sentencepiece_vocabulary(problem, data_dir, "the export tokenizes in-graph with SentencePiece")
     settings = export_hparams(hparams, problem, decode_overrides)
-    if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
-        raise ExportError(
-            f"--decode_hparams max_input_length={settings.max_input_length} exceeds the learned "
-            f"position table (hparams max_length={hparams.max_length}); lower it."
-        )
-    checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
-    final_dir = version_dir(export_dir, checkpoint)
-    model = model_info.restore_model(
-        checkpoint, hparams, vocabulary.vocab_size, model_name, problem.name, vocabulary.fingerprint
+    check_learned_positions(hparams, settings)
+    checkpoint, final_dir, model = restore_for_export(
+        problem, hparams, vocabulary, checkpoint_path_or_dir, export_dir, model_name
     )
     module = serving_module(quantization.quantize_for_decoding(model, settings.quantize), vocabulary, settings)
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
