@@ -5,6 +5,11 @@
 
 Without --decode_from_file or --decode_interactive it decodes a generated split
 (--decode_split, default "test") and writes .decodes, .inputs and .targets files.
+
+    t2t-decoder ... --score_file=pairs.tsv --decode_to_file=pairs.scores
+
+scores given `source<TAB>target` lines instead: log P(target | source) per line
+(`--decode_hparams=score_per_token=true` adds each subword's term).
 """
 
 import os
@@ -13,12 +18,18 @@ from absl import app, flags
 
 from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.data import text_lines
-from t2t_lite.decode import decode_files, inference
+from t2t_lite.decode import decode_files, inference, scoring
 from t2t_lite.insights import attention_readout
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 text file.")
 flags.DEFINE_string("decode_to_file", None, "Where to write one output line per input line.")
+flags.DEFINE_string(
+    "score_file",
+    None,
+    "Score each `source<TAB>target` line of this UTF-8 file instead of decoding: the natural log of "
+    "P(target | source), EOS included, one line per pair (to --decode_to_file, else FILE.scores).",
+)
 flags.DEFINE_bool("decode_interactive", False, "Read sentences from stdin and print their decodings.")
 flags.DEFINE_enum(
     "decode_split", "test", ["train", "dev", "test"], "The generated split to decode when no file is given."
@@ -51,6 +62,8 @@ def main(argv):
         )
     _check_paths()
     hparams, settings = _settings(problem, model_dir)
+    if FLAGS.score_file:
+        return _score(problem, hparams, settings)
     # Everything a typo can break is checked before the model is loaded and hours are spent decoding.
     lines = _read_lines() if FLAGS.decode_from_file else None
     output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
@@ -84,6 +97,22 @@ def main(argv):
         _write_attention(model, vocabulary, translations, page, problem, settings)
 
 
+def _score(problem, hparams, settings):
+    """--score_file: every pair read and checked before the model is loaded, then scored in batches."""
+    try:
+        pairs = scoring.read_score_file(FLAGS.score_file)
+    except (OSError, ValueError) as error:
+        raise t2t_flags.UsageError(f"--score_file: {error}") from None
+    output = FLAGS.decode_to_file or FLAGS.score_file + ".scores"
+    vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
+    try:
+        scores = scoring.score_pairs(model, vocabulary, pairs, settings)
+    except inference.BadInputError as error:
+        raise t2t_flags.UsageError(f"--score_file={FLAGS.score_file}: {error}") from None
+    decode_files.write_lines(output, (score.line(settings.score_per_token) for score in scores))
+    print(f"Wrote {len(scores)} scores (natural log of P(target | source)) to {output}")
+
+
 def _longer_than_trained(model, hparams, settings, translations, noun):
     """The warning for inputs read whole beyond the longest example trained on (max_input_size cuts instead)."""
     if settings.max_input_size:
@@ -97,6 +126,11 @@ def _check_paths():
     t2t_flags.existing_dir("data_dir")
     if FLAGS.output_dir:
         t2t_flags.existing_dir("output_dir")
+    if FLAGS.score_file:
+        t2t_flags.existing_file("score_file")
+        for other in ("decode_from_file", "decode_interactive", "attention_dir"):
+            if FLAGS[other].value:
+                raise t2t_flags.UsageError(f"--score_file scores given pairs: leave out --{other}.")
     if FLAGS.decode_from_file:
         t2t_flags.existing_file("decode_from_file")
     if FLAGS.decode_to_file:

@@ -50,6 +50,7 @@ class DecodeHParams:
     quantize: str = (
         ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/decode/quantization.py); "" = float32.
     )
+    score_per_token: bool = False  # --score_file: each subword's log-probability after the sum.
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
@@ -119,9 +120,9 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
     start = time.time()
     for first in range(0, len(order), settings.batch_size):
         batch = order[first : first + settings.batch_size]
-        inputs = _pad([encoded[index] for index in batch])
+        inputs = pad_batch([encoded[index] for index in batch])
         if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
-            inputs = _pad(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
+            inputs = pad_batch(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
         ids, scores = beam_search.decode_batch(
             model,
             inputs,
@@ -187,7 +188,7 @@ def truncation_note(translations, settings: DecodeHParams, noun: str = "input li
     )
 
 
-def _pad(sequences, rows=0, multiple=1) -> np.ndarray:
+def pad_batch(sequences, rows=0, multiple=1) -> np.ndarray:
     """Sequences as a 0-padded int32 batch of at least `rows` rows, its length a multiple of `multiple`."""
     length = max(len(sequence) for sequence in sequences)
     batch = np.zeros((max(len(sequences), rows), -(-length // multiple) * multiple), np.int32)
