@@ -22,7 +22,8 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.cli import flags as cli_flags
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import beam_search
+from t2t_lite.decode import beam_search, scoring
+from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.hparam import HParams
 from t2t_lite.serve import ctranslate2_export, export
 from t2t_lite.train import averaging, checkpoints, model_info
@@ -241,6 +242,20 @@ def test_greedy_translations_of_a_trained_model_are_identical(trained_export):
     sources = [vocab.encode(sentence) for sentence in random_sentences(seed=11, count=16)]
     mismatches, _, _ = greedy_mismatches(trained_export["model"], translator, trained_export["version"], sources)
     assert mismatches == []
+
+
+def test_score_batch_equals_what_t2t_decoder_score_file_writes(trained_export):
+    """The trained model on real subwords: CTranslate2's score_batch and `--score_file`'s per-subword terms."""
+    vocab = trained_export["vocab"]
+    sentences = random_sentences(seed=5, count=6)
+    pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences]
+    ours = scoring.score_pairs(trained_export["model"], vocab, pairs, DecodeHParams(batch_size=4))
+    translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
+    sources, targets = ([vocab.encode(side) for side in sides] for sides in zip(*pairs))
+    theirs = ct2_log_probs(translator, trained_export["version"], sources, targets)
+    for mine, other in zip(ours, theirs):
+        np.testing.assert_allclose(other, mine.per_token, atol=1e-4, rtol=0)
+        assert float(other.sum()) == pytest.approx(mine.log_probability, abs=1e-3)
 
 
 @pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)
