@@ -292,6 +292,11 @@ def test_saved_model_cli_lists_both_signatures(setup):
         assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
         assert "outputs['input_truncated'] tensor_info: dtype: DT_BOOL shape: (-1)" in section
     assert "outputs['input_not_utf8'] tensor_info: dtype: DT_BOOL shape: (-1)" in text
+    section = text.split("signature_def['score']")[1].split("signature_def[")[0]
+    for name in ("inputs", "targets"):
+        assert f"inputs['{name}'] tensor_info: dtype: DT_STRING shape: (-1)" in section
+    assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
+    assert "outputs['token_scores'] tensor_info: dtype: DT_FLOAT shape: (-1, -1)" in section
 
 
 def test_layout_assets_and_variables(setup):
@@ -307,8 +312,12 @@ def test_layout_assets_and_variables(setup):
     assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": ""} and config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
     loaded = tf.saved_model.load(version_dir)
-    for name, signature in config["signatures"].items():  # the record lists every output the graph has
-        assert sorted(signature) == sorted(["inputs"] + list(loaded.signatures[name].structured_outputs))
+    assert sorted(config["signatures"]) == sorted(loaded.signatures)
+    for name, signature in config["signatures"].items():  # the record lists every input and output the graph has
+        function = loaded.signatures[name]
+        assert sorted(signature) == sorted(
+            list(function.structured_input_signature[1]) + list(function.structured_outputs)
+        )
     # The variables are exactly the model's weights as restored from the checkpoint: no optimizer
     # slots, no dropout seeds, nothing initialised afresh.
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_compatibility import FIXTURE, restored_model
+from test_export import random_sentences, setup  # noqa: F401 (a fixture: the trained export)
 from test_inference import run_decoder
 
 from t2t_lite.cli import t2t_decoder as decoder_cli
@@ -128,3 +129,24 @@ def test_score_file_with_another_input_is_refused(tmp_path):
     (tmp_path / "in.txt").write_text("haus\n")
     with pytest.raises(decoder_cli.t2t_flags.UsageError, match="--score_file scores given pairs: leave out"):
         run_scoring(tmp_path, b"haus\thaus\n", f"--decode_from_file={tmp_path / 'in.txt'}")
+
+
+def test_the_savedmodels_score_signature_gives_the_same_numbers(setup):  # noqa: F811
+    """The `score` signature of `t2t-exporter`'s SavedModel: raw text in, scoring.score_pairs' numbers out."""
+    loaded = tf.saved_model.load(setup["version_dir"])
+    sentences = random_sentences(seed=8, count=5)
+    pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences] + [("ein satz", "\xff")]
+    expected = scoring.score_pairs(setup["model"], setup["vocab"], pairs[:-1], DecodeHParams(batch_size=2))
+    served = loaded.signatures["score"](
+        inputs=tf.constant([source.encode("utf-8") for source, _ in pairs[:-1]] + [b"ein satz"]),
+        targets=tf.constant([target.encode("utf-8") for _, target in pairs[:-1]] + [b"\xff"]),
+    )
+    scores, token_scores = served["scores"].numpy(), served["token_scores"].numpy()
+    lengths = served["target_lengths"].numpy()
+    for row, score in enumerate(expected):
+        assert lengths[row] == len(score.per_token)
+        np.testing.assert_allclose(token_scores[row, : lengths[row]], score.per_token, atol=1e-4)
+        assert scores[row] == pytest.approx(score.log_probability, abs=1e-3)
+    assert scores[-1] == -np.inf and served["input_not_utf8"].numpy().tolist() == [False] * 5 + [True]
+    empty = loaded.signatures["score"](inputs=tf.constant([], tf.string), targets=tf.constant([], tf.string))
+    assert empty["scores"].shape == (0,)

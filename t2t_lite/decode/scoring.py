@@ -71,14 +71,22 @@ def score_pairs(model, vocabulary, pairs, settings: DecodeHParams) -> list:
     return results
 
 
+def token_log_probs(model, inputs, targets):
+    """[batch, target length] log softmax(z_t)[y_t] of 0-padded ids (each row ending in EOS); 0 at padding.
+
+    Traceable: the SavedModel's `score` signature runs it too.
+    """
+    logits = model({"inputs": inputs, "targets": targets}, training=False)
+    log_softmax = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+    chosen = tf.gather(log_softmax, targets, batch_dims=2)
+    return tf.where(tf.not_equal(targets, 0), chosen, 0.0)
+
+
 def _token_log_probs(model, xla: bool):
-    """A compiled function: [batch, target length] log-probabilities of the given target ids (0 at padding)."""
+    """`token_log_probs` of `model`, compiled (with XLA: once per padded shape)."""
 
     def log_probs(inputs, targets):
-        logits = model({"inputs": inputs, "targets": targets}, training=False)
-        log_softmax = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-        chosen = tf.gather(log_softmax, targets, batch_dims=2)
-        return tf.where(tf.not_equal(targets, 0), chosen, 0.0)
+        return token_log_probs(model, inputs, targets)
 
     if xla:
         return tf.function(log_probs, jit_compile=True)

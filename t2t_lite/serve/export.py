@@ -56,7 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
-from t2t_lite.decode import beam_search, inference, quantization
+from t2t_lite.decode import beam_search, inference, quantization, scoring
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.serve import serving_warmup, xla_buckets
@@ -65,6 +65,7 @@ from t2t_lite.train import checkpoints, model_info
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
+SCORE_SIGNATURE = "score"
 PAD_ID = 0
 
 
@@ -109,7 +110,11 @@ def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
 # -- The graph -----------------------------------------------------------------------------
 def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
     """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
-    ids = ids[:, : max_input_length - 1]
+    return ending_in_eos(ids[:, : max_input_length - 1])
+
+
+def ending_in_eos(ids: tf.RaggedTensor):
+    """Ragged subword ids [batch, None] -> 0-padded [batch, longest + 1], EOS after each row's ids."""
     eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype)))
     return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
 
@@ -183,6 +188,28 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
             "input_not_utf8": ~utf8,
         }
 
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([None], tf.string, name="targets"),
+        ]
+    )
+    def score(inputs, targets):
+        # log P(target | source), teacher-forced, as `t2t-decoder --score_file` (t2t_lite.decode.scoring).
+        utf8 = (tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs) & (
+            tf.strings.unicode_transcode(targets, "UTF-8", "UTF-8", errors="replace") == targets
+        )
+        source_ids = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, inputs, "")))
+        target_ids = ending_in_eos(tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, targets, ""))))
+        token_scores = scoring.token_log_probs(model, model_inputs(source_ids, settings.max_input_length), target_ids)
+        return {
+            "scores": tf.where(utf8, tf.reduce_sum(token_scores, axis=1), -np.inf),
+            "token_scores": token_scores,
+            "target_lengths": tf.reduce_sum(tf.cast(target_ids != PAD_ID, tf.int32), axis=1),
+            "input_truncated": source_ids.row_lengths() > settings.max_input_length - 1,
+            "input_not_utf8": ~utf8,
+        }
+
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
     def translate_ids(inputs):
         ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
@@ -196,6 +223,7 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     module.tokenizer = tokenizer
     module.translate = translate
     module.translate_ids = translate_ids
+    module.score = score
     return module
 
 
@@ -256,6 +284,15 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
                 "scores": "float32 [batch]",
                 "input_truncated": "bool [batch]",
             },
+            SCORE_SIGNATURE: {
+                "inputs": "string [batch]",
+                "targets": "string [batch]",
+                "scores": "float32 [batch]: log P(target | source), natural log, EOS included",
+                "token_scores": "float32 [batch, length]: each target subword's term, EOS last, 0 after",
+                "target_lengths": "int32 [batch]: subwords and EOS of each target",
+                "input_truncated": "bool [batch]",
+                "input_not_utf8": "bool [batch]",
+            },
         },
         # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
         "xla_buckets": {
@@ -300,7 +337,13 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
             module.export_config = tf.saved_model.Asset(config_path)
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
             tf.saved_model.save(
-                module, staging, signatures={TEXT_SIGNATURE: module.translate, IDS_SIGNATURE: module.translate_ids}
+                module,
+                staging,
+                signatures={
+                    TEXT_SIGNATURE: module.translate,
+                    IDS_SIGNATURE: module.translate_ids,
+                    SCORE_SIGNATURE: module.score,
+                },
             )
         serving_warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
