@@ -77,7 +77,7 @@ def main(argv):
             translations = inference.translate(model, vocabulary, lines, settings)
         except inference.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
-        decode_files.write_lines(output, (t.line(settings.return_beams) for t in translations))
+        decode_files.write_lines(output, (t.line(settings.writes_several) for t in translations))
         note = inference.truncation_note(translations, settings, "line")
         warning = _longer_than_trained(model, hparams, settings, translations, "line")
     else:

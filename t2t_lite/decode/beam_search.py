@@ -22,7 +22,8 @@ Two deliberate differences from tensor2tensor, both so that the result is the be
 Empty slots (a row with fewer than `beam_size` distinct hypotheses) score -inf.
 
 `greedy_search` is the beam-1 decoder (tensor2tensor also switches to an argmax loop
-for beam 1): it follows the argmax token until EOS or the limit. `decode` and
+for beam 1): it follows the argmax token until EOS or the limit, or, given a
+`sampling.Sampling`, a token drawn from the model's distribution. `decode` and
 `decode_batch` drive both with a model's cache API (`encode`, `initial_cache`,
 `decode_step`, wrapped by `model_steps`); `use_cache=False` instead re-runs the whole model (encoder included)
 over the prefix at every step, the slow reference that the cache must equal.
@@ -35,6 +36,7 @@ import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import model_steps
+from t2t_lite.decode import sampling as sampling_lib
 from t2t_lite.decode.top_k import offset_top_k
 
 START_ID = 0  # The decoder's start symbol: targets are shifted right with 0 (padding).
@@ -176,12 +178,21 @@ def beam_search(
     return finished_seq[:, :, 1:] if max_length is not None else finished_seq[:, :, 1 : steps + 1], finished_scores
 
 
-def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id=EOS_ID, states=None, max_length=None):
-    """Argmax decoding: beam_search's interface and results for beam 1.
+def greedy_search(
+    symbols_to_logits_fn,
+    initial_ids,
+    decode_length,
+    alpha,
+    eos_id=EOS_ID,
+    states=None,
+    max_length=None,
+    sampling: "sampling_lib.Sampling" = None,
+):
+    """Argmax decoding: beam_search's interface and results for beam 1; or sampling.
 
-    Each row follows its most probable token until EOS or its limit; later positions
-    are 0. Returns (ids int32 [batch, 1, length], scores float32 [batch, 1]) with
-    scores = log P / lp, as beam_search (`max_length` as there).
+    Each row follows its most probable token (or, with `sampling`, a drawn one) until EOS or
+    its limit; later positions are 0. Returns (ids int32 [batch, 1, length], scores float32
+    [batch, 1]) with scores = log P / lp under the model, as beam_search (`max_length` as there).
     """
     batch_size = tf.shape(initial_ids)[0]
     row_limits = _row_limits(decode_length, batch_size)
@@ -191,7 +202,10 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
     def step(i, seq, log_probs, lengths, states):
         logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, : i + 1], i, states)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
-        tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
+        if sampling is None:
+            tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
+        else:
+            tokens = sampling.choose(step_log_probs, i)
         running = lengths == 0
         log_probs += tf.where(running, tf.gather(step_log_probs, tokens, batch_dims=1), 0.0)
         seq = _append(seq, tf.where(running, tokens, 0), i + 1)
@@ -211,7 +225,18 @@ def greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_i
     return seq[:, None, 1:] if max_length is not None else seq[:, None, 1 : steps + 1], scores[:, None]
 
 
-def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos_id=EOS_ID, static_shapes=False):
+def decode(
+    model,
+    inputs,
+    *,
+    beam_size,
+    alpha,
+    extra_length,
+    use_cache=True,
+    eos_id=EOS_ID,
+    static_shapes=False,
+    sampling: "sampling_lib.Sampling" = None,
+):
     """Translates a batch with `model`'s cache API; traceable inside a tf.function or SavedModel.
 
     Args:
@@ -229,6 +254,7 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
       static_shapes: every shape static, as XLA compilation needs (`inputs` must have a
         static length): the cache is preallocated for src_len + extra_length steps and
         written in place, and the ids come back at that length (zeros after the last step).
+      sampling: draw each token (`sampling.Sampling`) instead of searching; needs beam_size 1.
 
     Returns (ids int32 [batch, beam, length], scores float32 [batch, beam]) as beam_search.
     """
@@ -249,8 +275,12 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
         symbols_to_logits_fn, states, slot_states = model_steps.cached_step(model, inputs, beam_size, max_length)
     else:
         symbols_to_logits_fn, states = model_steps.uncached_step(model, inputs, beam_size), None
+    if sampling is not None and beam_size != 1:
+        raise ValueError(f"decode(sampling=...) draws one token per step: beam_size must be 1 (got {beam_size}).")
     if beam_size == 1:
-        return greedy_search(symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length)
+        return greedy_search(
+            symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length, sampling
+        )
     return beam_search(
         symbols_to_logits_fn,
         initial_ids,
@@ -266,7 +296,17 @@ def decode(model, inputs, *, beam_size, alpha, extra_length, use_cache=True, eos
 
 
 def decode_batch(
-    model, inputs, *, beam_size, alpha, extra_length, return_beams=False, use_cache=True, eos_id=EOS_ID, xla=False
+    model,
+    inputs,
+    *,
+    beam_size,
+    alpha,
+    extra_length,
+    return_beams=False,
+    use_cache=True,
+    eos_id=EOS_ID,
+    xla=False,
+    sampling: "sampling_lib.Sampling" = None,
 ):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
@@ -276,7 +316,7 @@ def decode_batch(
     `xla=True` compiles the whole search with XLA (`decode(static_shapes=True)`), once per
     input shape: the same results, and the ids lose their all-zero trailing columns.
     """
-    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla)
+    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, sampling)
     compiled = _COMPILED.setdefault(model, {})
     if settings not in compiled:
         model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
@@ -291,6 +331,7 @@ def decode_batch(
                 use_cache=use_cache,
                 eos_id=eos_id,
                 static_shapes=xla,
+                sampling=sampling,
             )
 
         if xla:  # static shapes: one trace and compilation per input shape

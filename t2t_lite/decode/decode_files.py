@@ -52,7 +52,7 @@ def decode_split(
         sources.append(vocabulary.decode(example["inputs"]))
         references.append(vocabulary.decode(example["targets"]))
     translations = inference.translate(model, vocabulary, sources, settings, progress=progress)
-    write_lines(output_path, (translation.line(settings.return_beams) for translation in translations))
+    write_lines(output_path, (translation.line(settings.writes_several) for translation in translations))
     base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
     write_lines(base + ".inputs", sources)
     write_lines(base + ".targets", references)
@@ -71,4 +71,4 @@ def decode_interactive(
             continue
         if translation.truncated:
             print(inference.input_note(translation), file=sys.stderr, flush=True)
-        print(translation.line(settings.return_beams), file=stdout, flush=True)
+        print(translation.line(settings.writes_several), file=stdout, flush=True)

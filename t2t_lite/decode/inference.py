@@ -19,7 +19,7 @@ import numpy as np
 
 from t2t_lite import registry
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import beam_search, quantization
+from t2t_lite.decode import beam_search, quantization, sampling
 from t2t_lite.hparam import HParamsError, parse_overrides
 from t2t_lite.train import model_info
 
@@ -51,6 +51,12 @@ class DecodeHParams:
         ""  # "int8" or "bfloat16" product weights after restoring (t2t_lite/decode/quantization.py); "" = float32.
     )
     score_per_token: bool = False  # --score_file: each subword's log-probability after the sum.
+    # Sampling (tensor2tensor's names): "random" draws each token instead of searching (beam_size does not apply).
+    sampling_method: str = "argmax"  # "argmax": the search above; "random": t2t_lite/decode/sampling.py.
+    sampling_temp: float = 1.0  # Temperature of the draws; 0 = argmax.
+    sampling_keep_top_k: int = -1  # Draw among the k most probable tokens; -1 = all.
+    sampling_seed: int = 1  # Fixes every draw: the same seed gives the same samples.
+    num_samples: int = 1  # Samples per input, written like return_beams (each with its log-probability).
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
@@ -60,6 +66,33 @@ class DecodeHParams:
                 f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
                 f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self})."
             )
+        if self.sampling_method not in ("argmax", "random"):
+            raise ValueError(f"--decode_hparams: sampling_method={self.sampling_method}: use argmax or random.")
+        if self.sampling_temp < 0 or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
+            raise ValueError(
+                f"--decode_hparams: sampling_temp must be ≥ 0 and sampling_keep_top_k ≥ 1 or -1 (all) "
+                f"(got {self.sampling_temp}, {self.sampling_keep_top_k})."
+            )
+        if self.num_samples < 1 or (self.num_samples > 1 and self.sampling_method != "random"):
+            raise ValueError(
+                f"--decode_hparams: num_samples={self.num_samples}: at least 1, and above 1 only with "
+                f"sampling_method=random (argmax gives the same translation every time)."
+            )
+
+    def samplings(self) -> list:
+        """One `sampling.Sampling` per sample, or [None] for the search (argmax)."""
+        if self.sampling_method != "random":
+            return [None]
+        top_k = max(self.sampling_keep_top_k, 0)
+        return [
+            sampling.Sampling(self.sampling_temp, top_k, self.sampling_seed, sample)
+            for sample in range(self.num_samples)
+        ]
+
+    @property
+    def writes_several(self) -> bool:
+        """Whether an output line holds several hypotheses with their scores (return_beams or samples)."""
+        return self.return_beams or self.num_samples > 1
 
 
 def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
@@ -123,15 +156,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
         inputs = pad_batch([encoded[index] for index in batch])
         if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
             inputs = pad_batch(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
-        ids, scores = beam_search.decode_batch(
-            model,
-            inputs,
-            beam_size=settings.beam_size,
-            alpha=settings.alpha,
-            extra_length=settings.extra_length,
-            return_beams=True,
-            xla=settings.xla,
-        )
+        ids, scores = _decode(model, inputs, settings)
         for row, index in enumerate(batch):
             usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
             results[index] = Translation(
@@ -146,6 +171,28 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
             done = first + len(batch)
             bar.update(done, values=[("sentences/s", done / max(time.time() - start, 1e-9))])
     return results
+
+
+def _decode(model, inputs, settings: DecodeHParams):
+    """(ids [batch, hypotheses, length], scores [batch, hypotheses]): the beams, or each sample in turn."""
+    results = [
+        beam_search.decode_batch(
+            model,
+            inputs,
+            beam_size=1 if draw else settings.beam_size,
+            alpha=settings.alpha,
+            extra_length=settings.extra_length,
+            return_beams=True,
+            xla=settings.xla,
+            sampling=draw,
+        )
+        for draw in settings.samplings()
+    ]
+    if len(results) == 1:
+        return results[0]
+    width = max(ids.shape[2] for ids, _ in results)
+    ids = np.concatenate([np.pad(ids, [(0, 0), (0, 0), (0, width - ids.shape[2])]) for ids, _ in results], axis=1)
+    return ids, np.concatenate([scores for _, scores in results], axis=1)
 
 
 def encode_line(vocabulary, line: str, number: int) -> list:

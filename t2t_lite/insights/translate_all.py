@@ -53,7 +53,7 @@ class CheckpointTranslator:
         else:
             checkpoints.restore_weights(self.model, checkpoint_path)  # every checkpoint of a run: one architecture
         translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
-        return [translation.line(self.settings.return_beams) for translation in translations]
+        return [translation.line(self.settings.writes_several) for translation in translations]
 
 
 def translate_all(
