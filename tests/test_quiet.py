@@ -295,6 +295,15 @@ def test_only_the_documented_lines_are_dropped():
     assert cli._dropped(
         "normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n", no_driver=False
     )
+    assert cli._dropped(
+        "W0000 00:00:1795821073.677404   28586 root_dataset.cc:364] Optimization loop failed: CANCELLED: "
+        "Operation was cancelled\n",
+        no_driver=False,
+    )
+    assert not cli._dropped(
+        "W0000 00:00:1795821073.677404   28586 root_dataset.cc:364] Optimization loop failed: INTERNAL: x\n",
+        no_driver=False,
+    )
     assert not cli._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
     assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
     assert not cli._dropped(other_error, no_driver=True)

@@ -15,6 +15,10 @@ What TensorFlow 2.21 and tensorflow-text print, and how each is kept out:
   - `cuda_platform.cc` "failed call to cuInit: ... UNKNOWN ERROR (303)" when no CUDA driver is
     installed (TensorFlow's pip package always tries CUDA; on such a machine the error only
     repeats "no GPU"); with a driver installed it is news and passes;
+  - tf.data's `root_dataset.cc` "Optimization loop failed: CANCELLED: Operation was cancelled",
+    a warning its autotuning thread writes when the iterator it tunes is closed while it runs (a
+    pipeline read to its end or closed on purpose, more often on a busy machine): nothing failed
+    that the run needed;
   - SentencePiece's INFO lines (`normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use
     identity normalization.`), written each time tensorflow-text's SentencePiece op loads one of
     our identity-normalised vocabularies (t2t-datagen, t2t-exporter): the op carries its own copy
@@ -65,6 +69,7 @@ from t2t_lite.train import cpu_features
 _ABSL_INFO_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] ")
 _ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _NO_DRIVER_CUINIT = re.compile(r"^E\d{4} .*cuda_platform\.cc:\d+\] failed call to cuInit: ")
+_AUTOTUNE_CANCELLED = re.compile(r"^W\d{4} .*root_dataset\.cc:\d+\] Optimization loop failed: CANCELLED: ")
 # SentencePiece's C++ format: file(line) LOG(severity) message.
 _SENTENCEPIECE_INFO_LINE = re.compile(r"^[\w./-]+\.cc\(\d+\) LOG\(INFO\) ")
 # SentencePiece writes one line in several pieces (std::cerr), microseconds apart; a progress
@@ -89,6 +94,7 @@ def _dropped(line: str, no_driver: bool) -> bool:
         line.rstrip("\n") == _ABSL_BANNER
         or bool(_ABSL_INFO_LINE.match(line))
         or bool(_SENTENCEPIECE_INFO_LINE.match(line))
+        or bool(_AUTOTUNE_CANCELLED.match(line))
         or (no_driver and bool(_NO_DRIVER_CUINIT.match(line)))
     )
 
