@@ -296,3 +296,76 @@ def test_an_empty_input_decodes(model, inputs):
         )
         np.testing.assert_array_equal(ids[1, : alone_ids.shape[1]], alone_ids[0])
         np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)
+
+
+# -- Target prefixes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_prefix_ranks_its_continuations_as_exhaustive_search_over_them(alpha):
+    """Row 0 forced to start [2, 3], row 1 to start [3]: every hypothesis is a continuation, scored whole."""
+    table, limits, initial_ids, prefixes = random_table(seed=6), [4, 3], [0, 2], [[2, 3], [3, 0]]
+    truth = [
+        [
+            (score, sequence)
+            for score, sequence in exhaustive(table, initial_ids[row], limits[row], alpha)
+            if sequence[: len(prefix)] == prefix
+        ]
+        for row, prefix in enumerate([[2, 3], [3]])
+    ]
+    beam_size = 16  # more than row 0's 1 + 4 and row 1's 1 + 4 continuations
+    ids, scores = (
+        tensor.numpy()
+        for tensor in beam_search.beam_search(
+            table_logits_fn(table),
+            tf.constant(initial_ids),
+            beam_size,
+            tf.constant(limits),
+            4,
+            alpha,
+            states=empty_prefix(2),
+            stop_early=False,
+            prefix_ids=tf.constant(prefixes),
+        )
+    )
+    for row in range(2):
+        found = len(truth[row])
+        assert [hypothesis(ids[row, beam], limits[row]) for beam in range(found)] == [s for _, s in truth[row]]
+        np.testing.assert_allclose(scores[row, :found], [score for score, _ in truth[row]], rtol=1e-5)
+        assert np.all(np.isneginf(scores[row, found:]))
+
+
+def test_greedy_search_follows_the_prefix_then_the_argmax():
+    table = random_table(seed=5, length=5, vocab=6)
+    ids, scores = beam_search.greedy_search(
+        table_logits_fn(table),
+        tf.constant([0]),
+        tf.constant([5]),
+        0.0,
+        states=empty_prefix(1),
+        prefix_ids=tf.constant([[4, 2]]),
+    )
+    log_probs = log_softmax(table)
+    expected, total, previous = [], 0.0, 0
+    while len(expected) < 5 and EOS not in expected:
+        token = [4, 2][len(expected)] if len(expected) < 2 else int(np.argmax(log_probs[len(expected), previous]))
+        total += log_probs[len(expected), previous, token]
+        expected.append(token)
+        previous = token
+    assert list(ids.numpy()[0, 0, : len(expected)]) == expected
+    assert scores.numpy()[0, 0] == pytest.approx(total, rel=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_an_empty_prefix_decodes_as_no_prefix_and_a_prefix_is_kept_in_the_output(model, beam_size):
+    inputs = sentences([5, 7, 4], seed=2)
+    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
+    plain_ids, plain_scores = beam_search.decode_batch(model, inputs, **settings)
+    prefixes = np.array([[0, 0], [9, 10], [0, 0]], np.int32)  # rows 0 and 2: no prefix
+    ids, scores = beam_search.decode_batch(model, inputs, prefixes=prefixes, **settings)
+    for row in (0, 2):
+        np.testing.assert_array_equal(ids[row, :, : plain_ids.shape[2]], plain_ids[row])
+        np.testing.assert_allclose(scores[row], plain_scores[row], rtol=1e-4)
+    best = ids[1, 0]
+    assert list(best[:2]) == [9, 10] and np.count_nonzero(best) <= 7 + 3 + 2  # its limit grows by the prefix
+    xla_ids, xla_scores = beam_search.decode_batch(model, inputs, prefixes=prefixes, xla=True, **settings)
+    np.testing.assert_array_equal(xla_ids, ids[..., : xla_ids.shape[-1]])
+    np.testing.assert_allclose(xla_scores, scores, rtol=1e-4)

@@ -265,6 +265,27 @@ def test_cli_warns_of_lines_longer_than_any_it_was_trained_on(trained, tmp_path,
     assert decoded[3] == whole[0].hypotheses[0]  # not cut
 
 
+def test_cli_continues_each_lines_target_prefix(trained, tmp_path):
+    problem, model, data_dir, output_dir = trained
+    (tmp_path / "in.txt").write_text("3 4 5\n1 2\n7 7 7\n")
+    (tmp_path / "prefixes.txt").write_text("9 9\n\n2\n")
+    common = [
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        f"--decode_from_file={tmp_path / 'in.txt'}",
+    ]
+    run_decoder(*common, f"--target_prefix_file={tmp_path / 'prefixes.txt'}", f"--decode_to_file={tmp_path / 'out'}")
+    decoded = read_input_lines(str(tmp_path / "out"))
+    settings = DecodeHParams(1, 0.0, 2)  # the problem's decode defaults, as the tool takes them
+    unforced = translate(model, problem.vocabulary(data_dir), ["1 2"], settings, progress=False)[0]
+    assert decoded[0].startswith("9 9") and decoded[2].startswith("2")
+    assert decoded[1] == unforced.hypotheses[0]  # an empty prefix line: decoded as without a prefix
+    (tmp_path / "prefixes.txt").write_text("9 9\n")
+    with pytest.raises(decoder_cli.t2t_flags.UsageError, match="prefixes.txt has 1 lines but --decode_from_file has 3"):
+        run_decoder(*common, f"--target_prefix_file={tmp_path / 'prefixes.txt'}")
+
+
 def test_cli_without_checkpoint_names_the_flags(trained):
     with pytest.raises(Exception, match="--output_dir"):
         run_decoder("--problem=algorithmic_reverse", f"--data_dir={trained[2]}")

@@ -30,6 +30,12 @@ flags.DEFINE_string(
     "Score each `source<TAB>target` line of this UTF-8 file instead of decoding: the natural log of "
     "P(target | source), EOS included, one line per pair (to --decode_to_file, else FILE.scores).",
 )
+flags.DEFINE_string(
+    "target_prefix_file",
+    None,
+    "With --decode_from_file: line i is the target prefix of input line i (raw text; empty: none). "
+    "Each translation starts with its prefix and the search goes on from there.",
+)
 flags.DEFINE_bool("decode_interactive", False, "Read sentences from stdin and print their decodings.")
 flags.DEFINE_enum(
     "decode_split", "test", ["train", "dev", "test"], "The generated split to decode when no file is given."
@@ -66,6 +72,7 @@ def main(argv):
         return _score(problem, hparams, settings)
     # Everything a typo can break is checked before the model is loaded and hours are spent decoding.
     lines = _read_lines() if FLAGS.decode_from_file else None
+    prefixes = _read_prefixes(len(lines)) if FLAGS.target_prefix_file else None
     output = None if FLAGS.decode_interactive else _output_path(problem, model_dir, settings)
     page = _attention_page_path()
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
@@ -74,7 +81,7 @@ def main(argv):
         return
     if lines is not None:
         try:
-            translations = inference.translate(model, vocabulary, lines, settings)
+            translations = inference.translate(model, vocabulary, lines, settings, prefixes=prefixes)
         except inference.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         decode_files.write_lines(output, (t.line(settings.writes_several) for t in translations))
@@ -131,6 +138,12 @@ def _check_paths():
         for other in ("decode_from_file", "decode_interactive", "attention_dir"):
             if FLAGS[other].value:
                 raise t2t_flags.UsageError(f"--score_file scores given pairs: leave out --{other}.")
+    if FLAGS.target_prefix_file:
+        if not FLAGS.decode_from_file:
+            raise t2t_flags.UsageError(
+                "--target_prefix_file gives the prefixes of --decode_from_file's lines: give both."
+            )
+        t2t_flags.existing_file("target_prefix_file")
     if FLAGS.decode_from_file:
         t2t_flags.existing_file("decode_from_file")
     if FLAGS.decode_to_file:
@@ -182,6 +195,20 @@ def _settings(problem, model_dir):
     """The model's hparams and the decoding settings, with errors that name their flag."""
     hparams = t2t_flags.trained_hparams(model_dir)
     return hparams, t2t_flags.decode_settings(hparams, problem)
+
+
+def _read_prefixes(count: int) -> list:
+    """The prefix file's lines, one per input line (checked before the model is loaded)."""
+    try:
+        prefixes = text_lines.read_lines(FLAGS.target_prefix_file)
+    except (OSError, ValueError) as error:
+        raise t2t_flags.UsageError(f"--target_prefix_file: {error}") from None
+    if len(prefixes) != count:
+        raise t2t_flags.UsageError(
+            f"--target_prefix_file={FLAGS.target_prefix_file} has {len(prefixes)} lines but --decode_from_file has "
+            f"{count}: line i is the prefix of input line i (an empty line: no prefix)."
+        )
+    return prefixes
 
 
 def _read_lines():

@@ -59,6 +59,7 @@ def beam_search(
     stop_early=True,
     max_length=None,
     slot_states=None,
+    prefix_ids=None,
 ):
     """Returns the `beam_size` best complete hypotheses per row, best first.
 
@@ -87,6 +88,8 @@ def beam_search(
         (never repeated or reordered; a hypothesis finds its past in them through `states`).
         symbols_to_logits_fn is then called as `(ids, i, states, slot_states)` and returns
         `(logits, new_states, new_slot_states)`.
+      prefix_ids: None, or int32 [batch, P], 0-padded: each row's hypotheses start with these
+        tokens (a target prefix), scored as the model scores them; the search continues after them.
 
     Returns:
       (ids int32 [batch, beam, length], scores float32 [batch, beam]): the emitted ids
@@ -113,6 +116,8 @@ def beam_search(
     def grow_topk(i, logits, alive_seq, alive_log_probs):
         """The 2·beam best one-token extensions of the alive hypotheses, and which are complete."""
         log_probs = tf.nn.log_softmax(tf.reshape(tf.cast(logits, tf.float32), [batch_size, beam_size, vocab_size]))
+        if prefix_ids is not None:
+            log_probs = _force(log_probs, _forced_tokens(prefix_ids, i))
         # Every candidate of a step has the same length, so ranking by score = by log-probability:
         # log P(token | hypothesis) + log P(hypothesis), over beam × vocabulary candidates.
         top_log_probs, top_index = offset_top_k(log_probs, alive_log_probs, 2 * beam_size)
@@ -187,6 +192,7 @@ def greedy_search(
     states=None,
     max_length=None,
     sampling: "sampling_lib.Sampling" = None,
+    prefix_ids=None,
 ):
     """Argmax decoding: beam_search's interface and results for beam 1; or sampling.
 
@@ -202,6 +208,8 @@ def greedy_search(
     def step(i, seq, log_probs, lengths, states):
         logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, : i + 1], i, states)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
+        if prefix_ids is not None:
+            step_log_probs = _force(step_log_probs, _forced_tokens(prefix_ids, i))
         if sampling is None:
             tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         else:
@@ -236,6 +244,7 @@ def decode(
     eos_id=EOS_ID,
     static_shapes=False,
     sampling: "sampling_lib.Sampling" = None,
+    prefixes=None,
 ):
     """Translates a batch with `model`'s cache API; traceable inside a tf.function or SavedModel.
 
@@ -255,6 +264,9 @@ def decode(
         static length): the cache is preallocated for src_len + extra_length steps and
         written in place, and the ids come back at that length (zeros after the last step).
       sampling: draw each token (`sampling.Sampling`) instead of searching; needs beam_size 1.
+      prefixes: None, or int32 [batch, P], 0-padded target prefixes: each output starts with its
+        row's prefix and the search (or sampling) continues from there; a row's length limit grows
+        by its prefix's length. An all-zero row decodes as without a prefix.
 
     Returns (ids int32 [batch, beam, length], scores float32 [batch, beam]) as beam_search.
     """
@@ -264,12 +276,15 @@ def decode(
     # A row of padding only (a batch padded to a static shape; a sentence has at least EOS) stops
     # after one step, rather than keep the whole batch decoding to its extra_length limit.
     decode_length = tf.where(lengths > 0, lengths + extra_length, 0)
+    if prefixes is not None:
+        prefixes = tf.convert_to_tensor(prefixes, tf.int32)
+        decode_length += tf.reduce_sum(tf.cast(prefixes > 0, tf.int32), axis=1)
     initial_ids = tf.fill([batch_size], START_ID)
     max_length = None
     if static_shapes:
         if inputs.shape[1] is None or not use_cache:
             raise ValueError("decode(static_shapes=True) needs use_cache=True and inputs of a static length.")
-        max_length = inputs.shape[1] + extra_length
+        max_length = inputs.shape[1] + extra_length + (0 if prefixes is None else prefixes.shape[1])
     slot_states = None
     if use_cache:
         symbols_to_logits_fn, states, slot_states = model_steps.cached_step(model, inputs, beam_size, max_length)
@@ -279,7 +294,7 @@ def decode(
         raise ValueError(f"decode(sampling=...) draws one token per step: beam_size must be 1 (got {beam_size}).")
     if beam_size == 1:
         return greedy_search(
-            symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length, sampling
+            symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length, sampling, prefixes
         )
     return beam_search(
         symbols_to_logits_fn,
@@ -292,6 +307,7 @@ def decode(
         states,
         max_length=max_length,
         slot_states=slot_states,
+        prefix_ids=prefixes,
     )
 
 
@@ -307,6 +323,7 @@ def decode_batch(
     eos_id=EOS_ID,
     xla=False,
     sampling: "sampling_lib.Sampling" = None,
+    prefixes=None,
 ):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
@@ -315,13 +332,14 @@ def decode_batch(
     unless the length limit was reached, and are 0-padded; `Vocabulary.decode` reads them.
     `xla=True` compiles the whole search with XLA (`decode(static_shapes=True)`), once per
     input shape: the same results, and the ids lose their all-zero trailing columns.
+    `prefixes` (int32 [batch, P], 0-padded) are target prefixes, as in `decode`.
     """
-    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, sampling)
+    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, sampling, prefixes is not None)
     compiled = _COMPILED.setdefault(model, {})
     if settings not in compiled:
         model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
 
-        def decode_inputs(batch):
+        def decode_inputs(batch, prefixes=None):
             return decode(
                 model_ref(),
                 batch,
@@ -332,17 +350,35 @@ def decode_batch(
                 eos_id=eos_id,
                 static_shapes=xla,
                 sampling=sampling,
+                prefixes=prefixes,
             )
 
         if xla:  # static shapes: one trace and compilation per input shape
             compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False)
         else:
-            compiled[settings] = tf.function(decode_inputs, input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    ids, scores = compiled[settings](tf.convert_to_tensor(inputs, tf.int32))
+            spec = [tf.TensorSpec([None, None], tf.int32)] * (1 + (prefixes is not None))
+            compiled[settings] = tf.function(decode_inputs, input_signature=spec)
+    arguments = [inputs] if prefixes is None else [inputs, prefixes]
+    ids, scores = compiled[settings](*(tf.convert_to_tensor(argument, tf.int32) for argument in arguments))
     ids, scores = ids.numpy(), scores.numpy()
     if xla:
         ids = ids[..., : _used_length(ids)]
     return (ids, scores) if return_beams else (ids[:, 0], scores[:, 0])
+
+
+def _forced_tokens(prefix_ids, step):
+    """int32 [batch]: the token each row must emit at `step` (its prefix's), or -1 once past its prefix."""
+    lengths = tf.reduce_sum(tf.cast(prefix_ids > 0, tf.int32), axis=1)
+    column = tf.minimum(step, tf.shape(prefix_ids)[1])  # the padded column past the last, for an empty prefix
+    tokens = tf.gather(tf.pad(prefix_ids, [[0, 0], [0, 1]]), column, axis=1)
+    return tf.where(step < lengths, tokens, -1)
+
+
+def _force(log_probs, forced):
+    """log_probs [batch, ..., vocab] with every token but each row's forced one at -inf (rows at -1 unchanged)."""
+    forced = tf.reshape(forced, tf.concat([tf.shape(forced), tf.ones([tf.rank(log_probs) - 1], tf.int32)], 0))
+    allowed = (forced < 0) | tf.equal(tf.range(tf.shape(log_probs)[-1]), forced)
+    return tf.where(allowed, log_probs, -np.inf)
 
 
 def _used_length(ids):

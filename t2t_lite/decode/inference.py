@@ -142,9 +142,16 @@ class Translation:
         return "\t".join(f"{text}\t{score:.4f}" for text, score in zip(self.hypotheses, self.scores))
 
 
-def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True) -> list:
-    """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order."""
+def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True, prefixes=None) -> list:
+    """Decodes `lines` (strings) and returns one `Translation` per line, in the input's order.
+
+    `prefixes`: None, or one target prefix per line (raw text, "" for none): that line's
+    hypotheses start with the prefix's subwords, and the search continues after them.
+    """
     full = [encode_line(vocabulary, line, number) for number, line in enumerate(lines, start=1)]
+    prefix_ids = (
+        None if prefixes is None else [encode_prefix(vocabulary, text, n) for n, text in enumerate(prefixes, 1)]
+    )
     encoded = [_cut(ids, settings.max_input_size) for ids in full]
     _check_learned_positions(model, encoded, settings.extra_length)
     order = sorted(range(len(lines)), key=lambda index: len(encoded[index]))
@@ -156,7 +163,11 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
         inputs = pad_batch([encoded[index] for index in batch])
         if settings.xla:  # all-padding rows and columns change no sentence's result (each has its own limit)
             inputs = pad_batch(inputs, rows=settings.batch_size, multiple=XLA_LENGTH_BUCKET)
-        ids, scores = _decode(model, inputs, settings)
+        forced = None
+        if prefix_ids is not None:
+            multiple = XLA_LENGTH_BUCKET if settings.xla else 1
+            forced = pad_batch([prefix_ids[index] for index in batch], rows=inputs.shape[0], multiple=multiple)
+        ids, scores = _decode(model, inputs, settings, forced)
         for row, index in enumerate(batch):
             usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
             results[index] = Translation(
@@ -173,7 +184,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
     return results
 
 
-def _decode(model, inputs, settings: DecodeHParams):
+def _decode(model, inputs, settings: DecodeHParams, prefixes=None):
     """(ids [batch, hypotheses, length], scores [batch, hypotheses]): the beams, or each sample in turn."""
     results = [
         beam_search.decode_batch(
@@ -185,6 +196,7 @@ def _decode(model, inputs, settings: DecodeHParams):
             return_beams=True,
             xla=settings.xla,
             sampling=draw,
+            prefixes=prefixes,
         )
         for draw in settings.samplings()
     ]
@@ -193,6 +205,14 @@ def _decode(model, inputs, settings: DecodeHParams):
     width = max(ids.shape[2] for ids, _ in results)
     ids = np.concatenate([np.pad(ids, [(0, 0), (0, 0), (0, width - ids.shape[2])]) for ids, _ in results], axis=1)
     return ids, np.concatenate([scores for _, scores in results], axis=1)
+
+
+def encode_prefix(vocabulary, text: str, number: int) -> list:
+    """The ids of target prefix `number` (no EOS: the translation goes on after it)."""
+    try:
+        return vocabulary.encode(text)
+    except ValueError as error:
+        raise BadInputError(f"prefix line {number}: {error}") from None
 
 
 def encode_line(vocabulary, line: str, number: int) -> list:
