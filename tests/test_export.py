@@ -309,7 +309,9 @@ def test_layout_assets_and_variables(setup):
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         config = json.load(file)
     assert config["problem"] == "translate_files" and config["step"] == STEP
-    assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": ""} and config["xla_buckets"] is None
+    sampling = {"sampling_temp": 1.0, "sampling_keep_top_k": -1, "sampling_seed": 1}
+    assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": "", **sampling}
+    assert config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
     loaded = tf.saved_model.load(version_dir)
     assert sorted(config["signatures"]) == sorted(loaded.signatures)
@@ -329,7 +331,8 @@ def test_layout_assets_and_variables(setup):
         np.testing.assert_array_equal(
             reader.get_tensor(f"model_weights/{index}/.ATTRIBUTES/VARIABLE_VALUE"), weight.numpy()
         )
-    assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 2_000_000
+    # The graph of five signatures (three of them a whole search) without the weights: a few MB at most.
+    assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 3_000_000
 
 
 @pytest.fixture(scope="module")
@@ -463,6 +466,30 @@ def test_export_hparams_follow_the_decoder_precedence():
         export.export_hparams(base, files, "beam_sise=2")
     with pytest.raises(ValueError, match="max_input_length"):
         export.export_hparams(base, files, "max_input_length=0")
+
+
+def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
+    loaded = tf.saved_model.load(setup["version_dir"])
+    sentences = random_sentences(seed=21, count=4)
+    prefixes = [sentences[0].split()[-1], "", " ".join(sentences[2].split()[-2:]), ""]
+    served = loaded.signatures["translate_prefix"](inputs=tf.constant(sentences), prefixes=tf.constant(prefixes))
+    settings = inference.DecodeHParams(beam_size=3, alpha=0.6, extra_length=4)
+    expected = inference.translate(
+        setup["model"], setup["vocab"], sentences, settings, progress=False, prefixes=prefixes
+    )
+    assert [text.decode() for text in served["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
+    np.testing.assert_allclose(served["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-4)
+    assert served["outputs"].numpy()[0].decode().startswith(prefixes[0])
+
+
+def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(setup):
+    loaded = tf.saved_model.load(setup["version_dir"])
+    settings = inference.DecodeHParams(alpha=0.6, extra_length=4, sampling_method="random", sampling_seed=1)
+    for sentence in random_sentences(seed=22, count=3):  # one a batch: a draw depends on the row it is in
+        served = loaded.signatures["sample"](inputs=tf.constant([sentence]))
+        expected = inference.translate(setup["model"], setup["vocab"], [sentence], settings, progress=False)[0]
+        assert served["outputs"].numpy()[0].decode() == expected.hypotheses[0]
+        assert served["scores"].numpy()[0] == pytest.approx(expected.scores[0], rel=1e-4)
 
 
 def test_in_graph_normalization_equals_python_str_split():

@@ -56,7 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
-from t2t_lite.decode import beam_search, inference, quantization, scoring
+from t2t_lite.decode import beam_search, inference, quantization, sampling, scoring
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.serve import serving_warmup, xla_buckets
@@ -66,6 +66,8 @@ EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 SCORE_SIGNATURE = "score"
+PREFIX_SIGNATURE = "translate_prefix"
+SAMPLE_SIGNATURE = "sample"
 PAD_ID = 0
 
 
@@ -85,9 +87,17 @@ class ExportHParams:
     quantize: str = (
         ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
     )
+    # The `sample` signature's draws (t2t_lite/decode/sampling.py; tensor2tensor's names).
+    sampling_temp: float = 1.0  # Temperature; 0 = argmax.
+    sampling_keep_top_k: int = -1  # Draw among the k most probable tokens; -1 = all.
+    sampling_seed: int = 1  # Fixes the draws: a batch sent again gets the same samples.
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
+        if self.sampling_temp < 0 or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
+            raise ValueError(
+                f"--decode_hparams: sampling_temp must be ≥ 0 and sampling_keep_top_k ≥ 1 or -1 (all) (got {self})."
+            )
         if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
             raise ValueError(
                 f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length ≥ 0 (got {self})."
@@ -175,6 +185,43 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
         truncated = ids.row_lengths() > settings.max_input_length - 1
         return hypotheses, scores, truncated
 
+    def valid_utf8(*texts):
+        # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
+        checks = [tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace") == text for text in texts]
+        return tf.reduce_all(tf.stack(checks), axis=0)
+
+    def plain_search(inputs, utf8, **options):
+        """The search without XLA (sampling, prefixes): outputs as `translate` gives them."""
+        ids = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, inputs, "")))
+        hypotheses, scores = beam_search.decode(
+            model, model_inputs(ids, settings.max_input_length), extra_length=settings.extra_length, **options
+        )
+        return {
+            "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(hypotheses[:, 0])), ""),
+            "scores": tf.where(utf8, scores[:, 0], -np.inf),
+            "input_truncated": ids.row_lengths() > settings.max_input_length - 1,
+            "input_not_utf8": ~utf8,
+        }
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([None], tf.string, name="prefixes"),
+        ]
+    )
+    def translate_prefix(inputs, prefixes):
+        # Each translation starts with its prefix's subwords; beam search goes on from there.
+        utf8 = valid_utf8(inputs, prefixes)
+        forced = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, prefixes, ""))).to_tensor(PAD_ID)
+        options = dict(beam_size=settings.beam_size, alpha=settings.alpha, prefixes=tf.cast(forced, tf.int32))
+        return plain_search(inputs, utf8, **options)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def sample(inputs):
+        # One translation drawn from the model's distribution (back-translation), with the export's settings.
+        draw = sampling.Sampling(settings.sampling_temp, max(settings.sampling_keep_top_k, 0), settings.sampling_seed)
+        return plain_search(inputs, valid_utf8(inputs), beam_size=1, alpha=settings.alpha, sampling=draw)
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate(inputs):
         # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
@@ -224,6 +271,8 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     module.translate = translate
     module.translate_ids = translate_ids
     module.score = score
+    module.translate_prefix = translate_prefix
+    module.sample = sample
     return module
 
 
@@ -284,6 +333,21 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
                 "scores": "float32 [batch]",
                 "input_truncated": "bool [batch]",
             },
+            PREFIX_SIGNATURE: {
+                "inputs": "string [batch]",
+                "prefixes": "string [batch]: the start of each translation ('' for none)",
+                "outputs": "string [batch]: the whole translation, prefix included",
+                "scores": "float32 [batch]",
+                "input_truncated": "bool [batch]",
+                "input_not_utf8": "bool [batch]",
+            },
+            SAMPLE_SIGNATURE: {
+                "inputs": "string [batch]",
+                "outputs": "string [batch]: one translation drawn with the sampling_* settings",
+                "scores": "float32 [batch]: its log-probability under the model, over the length penalty",
+                "input_truncated": "bool [batch]",
+                "input_not_utf8": "bool [batch]",
+            },
             SCORE_SIGNATURE: {
                 "inputs": "string [batch]",
                 "targets": "string [batch]",
@@ -343,6 +407,8 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
                     TEXT_SIGNATURE: module.translate,
                     IDS_SIGNATURE: module.translate_ids,
                     SCORE_SIGNATURE: module.score,
+                    PREFIX_SIGNATURE: module.translate_prefix,
+                    SAMPLE_SIGNATURE: module.sample,
                 },
             )
         serving_warmup.write_warmup_requests(staging, requests)
