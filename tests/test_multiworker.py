@@ -28,8 +28,8 @@ HPARAMS = (
     "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
     "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0"
 )
-# t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 60.
-FIRST_STEPS, KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 60, 10
+# t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 40.
+FIRST_STEPS, KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 40, 10
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.

@@ -47,7 +47,7 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, 
             f"--output_dir={output_dir}",
             "--train_steps=10",
             "--schedule=train",
-            "--cluster_start_minutes=0.25",
+            "--cluster_start_minutes=0.1",
         ],
         env=dict(ENV, TF_CONFIG=json.dumps(config)),
         capture_output=True,
@@ -57,7 +57,7 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, 
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]  # by its watchdog: TensorFlow held it
     assert time.time() - started_at < 120
     assert (
-        f"did not come together within --cluster_start_minutes=0.25: worker 0 ({workers[0]}) waited for "
+        f"did not come together within --cluster_start_minutes=0.1: worker 0 ({workers[0]}) waited for "
         f"worker 1 ({workers[1]})"
     ) in result.stderr, result.stderr[-3000:]
     assert "relaunch all of them" in result.stderr and "Traceback" not in result.stderr, result.stderr[-3000:]

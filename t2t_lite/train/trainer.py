@@ -197,7 +197,7 @@ def train_and_evaluate(
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = replica_input.TrainingBatches(problem, data_dir, hparams, settings.random_seed, strategy, log)
-        held.callback(batches.close)
+        held.push(_pipelines_stopper(batches))
         checkpoint = checkpoints.training_checkpoint(
             model, optimizer, data_epoch=batches.epoch, data_batches_taken=batches.batches_taken
         )
@@ -246,6 +246,22 @@ def train_and_evaluate(
             metrics = training.evaluate_and_log(settings.eval_steps)
     distribution.leave_cluster()  # under TF_CONFIG: ends the process once every worker is done (lock released)
     return metrics
+
+
+def _pipelines_stopper(batches: replica_input.TrainingBatches):
+    """An ExitStack callback that stops `batches`' input pipelines, unless a TF_CONFIG worker finished.
+
+    Such a worker ends at `distribution.leave_cluster`'s os._exit right after, which stops them
+    too, whereas stopping them here waits for their prefetching to wind down: up to seconds at
+    the end of a short run, while every other worker waits for it at the exit barrier. A worker
+    that stops on an error, and a run without TF_CONFIG, stop them here as before.
+    """
+
+    def stop(error_type, error, traceback):
+        if error_type is not None or not distribution.is_multi_worker():
+            batches.close()
+
+    return stop
 
 
 def _train_loop(training: _Training, settings: RunSettings) -> dict:
