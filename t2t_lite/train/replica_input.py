@@ -76,6 +76,9 @@ class TrainingBatches:
         """Replica `replica`'s endless (batch, [[replica, epoch, batches taken from it]]) from its own files."""
         share = (replica, self.num_replicas)
 
+        # Plain Python that builds datasets, with no tensor-dependent branch: AutoGraph would rewrite it and all it
+        # calls (the input pipeline's builders) in every new process, seconds of CPU for nothing.
+        @tf.autograph.experimental.do_not_convert
         def epoch_batches(epoch):
             batches = input_pipeline.batched_dataset(
                 self.problem,
