@@ -188,9 +188,10 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
     np.testing.assert_allclose([resumed[s] for s in range(9, 17)], [expected[s] for s in range(9, 17)], rtol=1e-5)
 
 
-# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process. Each process pays
-# TensorFlow's import once and does several parts in turn; the two processes run side by side (the two
-# runs that the resume test compares among them), and the tests share their reports (`two_replica_runs`).
+# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process. A process may do
+# several parts in turn, paying TensorFlow's import once; the processes run side by side (the two runs
+# that the resume test compares among them), once per test run, and the tests share their reports
+# (`two_replica_runs`).
 TWO_REPLICAS = r"""
 import json, sys
 import tensorflow as tf
@@ -241,8 +242,9 @@ for part in parts.split(","):
 print("REPORT " + json.dumps(report))
 """
 
-# The parts of each process: about the same work on each side (the interrupted run trains twice).
-TWO_REPLICA_PROCESSES = ("read,uninterrupted,one_then_two", "interrupted")
+# The parts of each process. The interrupted run and its resumption, two runs in turn, take the longest; the
+# other parts share out so that no process takes longer (and the uninterrupted run runs beside it).
+TWO_REPLICA_PROCESSES = ("interrupted", "uninterrupted", "read,one_then_two")
 
 
 def start_two_replicas(parts, marked_data, output_dir):
