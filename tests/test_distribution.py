@@ -18,8 +18,9 @@ from t2t_lite.train import distribution
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Each part runs in a fresh process: the CPU must be split into two logical devices before TensorFlow
-# starts. The parts are separate tests (and processes), so that the test workers can share them out.
+# The parts run in fresh processes: the CPU must be split into two logical devices before TensorFlow
+# starts. Each process pays TensorFlow's import once and does several parts in turn; the two processes
+# run side by side, once per test run (`parts_report`), and the tests share their reports.
 PRELUDE = r"""
 import json, os, sys
 import tensorflow as tf
@@ -139,9 +140,15 @@ report["fit"] = os.path.basename(tf.train.latest_checkpoint(f"{output_dir}/fit")
 }
 
 
-def start_part(part, data_dir, output_dir):
-    """PRELUDE and PARTS[part] in a fresh process with two logical CPU devices; `report` comes back."""
-    script = PRELUDE + PARTS[part] + '\nprint("REPORT " + json.dumps(report))\n'
+# The parts of each process: about the same work on each side (two runs of the trainer on the first). The
+# trainer's run and its side-by-side reference come first, in a process as fresh as when each had its own;
+# the later parts seed what they draw themselves.
+PROCESSES = (("accumulated", "dropout_float16_clip_fit"), ("side_by_side", "replicas"))
+
+
+def start_parts(parts, data_dir, output_dir):
+    """PRELUDE, then PARTS[part] of each of `parts` in turn, in a fresh process with two logical CPU devices."""
+    script = PRELUDE + "".join(PARTS[part] for part in parts) + '\nprint("REPORT " + json.dumps(report))\n'
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-c", script, data_dir, output_dir]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -153,28 +160,49 @@ def report_of(process):
     return json.loads(stdout.split("REPORT ", 1)[1])
 
 
-def test_two_replicas_match_one_device(reverse_data, tmp_path):
-    report = report_of(start_part("replicas", reverse_data, str(tmp_path / "train")))
+@pytest.fixture(scope="module")
+def parts_report(built_once, reverse_data):
+    """(the directory the parts trained in, the report of all the parts), made once per test run."""
+
+    def build(path):
+        processes = [start_parts(parts, reverse_data, str(path)) for parts in PROCESSES]
+        report = {}
+        try:
+            for process in processes:
+                report.update(report_of(process))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.communicate()
+        with open(path / "report.json", "w") as file:
+            json.dump(report, file)
+
+    path = built_once("distribution_parts", build)
+    with open(path / "report.json") as file:
+        return path, json.load(file)
+
+
+def test_two_replicas_match_one_device(parts_report):
+    _, report = parts_report
     assert report["replicas"] == 2
     np.testing.assert_allclose(report["two"], report["one"], rtol=1e-4)
     assert report["one"][-1] < report["one"][0]  # the updates did change the model
 
 
-def test_accumulating_on_two_replicas_matches_one_device_fed_both_replicas_batches(reverse_data, tmp_path):
+def test_accumulating_on_two_replicas_matches_one_device_fed_both_replicas_batches(parts_report):
     """The trainer, each replica reading its own train shard, against the same micro-batches side by side."""
-    # The two processes run at once: neither needs the other's files.
-    trained = start_part("accumulated", reverse_data, str(tmp_path / "train"))
-    reference = start_part("side_by_side", reverse_data, str(tmp_path / "reference"))
-    report_of(trained)
-    side_by_side = report_of(reference)["side_by_side"]
-    two = logged_scalars(str(tmp_path / "train" / "2"))
+    # The two ran at once, in the two processes: neither needs the other's files.
+    path, report = parts_report
+    side_by_side = report["side_by_side"]
+    two = logged_scalars(str(path / "2"))
     assert sorted(two) == [1, 2, 3]
     np.testing.assert_allclose([two[s] for s in (1, 2, 3)], side_by_side, rtol=1e-4)
 
 
-def test_replicas_draw_their_own_dropout_and_skip_overflows_together(reverse_data, tmp_path):
+def test_replicas_draw_their_own_dropout_and_skip_overflows_together(parts_report):
     """Dropout masks, a float16 overflow on one replica, clip_grad_norm refused, a step count fitted to the clock."""
-    report = report_of(start_part("dropout_float16_clip_fit", reverse_data, str(tmp_path / "train")))
+    _, report = parts_report
     # Replicas draw different dropout masks, each keeping about half (4,096 elements: 5σ ≈ 0.04).
     assert report["dropout"]["differ"] and all(abs(keep - 0.5) < 0.04 for keep in report["dropout"]["keep"])
     # float16 on two replicas: replica 1's overflow skipped the step everywhere and halved the scale.

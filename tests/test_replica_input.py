@@ -137,16 +137,20 @@ def logged_losses(output_dir):
 
 
 def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path, monkeypatch):
-    """Earlier versions saved scalar data_epoch / data_batches_taken; such a checkpoint continues the run."""
+    """Earlier versions saved scalar data_epoch / data_batches_taken; such a checkpoint continues the run.
+
+    Batches of 512 tokens: one epoch of the four files (700 examples) is 12 batches, so the run saved
+    at step 8 is inside epoch 0 and its resumption to step 16 goes on into epoch 1, in few steps.
+    """
 
     def train(output_dir, train_steps):
         trainer.train_and_evaluate(
             registry.problem("algorithmic_reverse"),
-            hparams(),
+            hparams().replace(batch_size=512),
             marked_data,
             output_dir,
             train_steps=train_steps,
-            save_checkpoints_steps=30,
+            save_checkpoints_steps=8,
             schedule="train",
             summary_steps=1,
             random_seed=3,
@@ -154,7 +158,7 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
         )
 
     reference = str(tmp_path / "reference")
-    train(reference, 50)
+    train(reference, 16)
 
     class ScalarPositions(replica_input.TrainingBatches):
         """The checkpoint variables as earlier versions had them: one scalar each."""
@@ -172,20 +176,22 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
     output_dir = str(tmp_path / "run")
     with monkeypatch.context() as patched:
         patched.setattr(replica_input, "TrainingBatches", ScalarPositions)
-        train(output_dir, 30)
-    saved = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-30"))
+        train(output_dir, 8)
+    saved = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-8"))
     assert saved.get_variable_to_shape_map()["data_epoch/.ATTRIBUTES/VARIABLE_VALUE"] == []
-    assert saved.get_tensor("data_batches_taken/.ATTRIBUTES/VARIABLE_VALUE") == 30
-    train(output_dir, 50)
-    assert tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-50")).get_tensor(
+    assert saved.get_tensor("data_batches_taken/.ATTRIBUTES/VARIABLE_VALUE") == 8
+    train(output_dir, 16)
+    assert tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-16")).get_tensor(
         "data_epoch/.ATTRIBUTES/VARIABLE_VALUE"
     ).tolist() == [1]  # the resumed run went on into the next epoch
     resumed, expected = logged_losses(output_dir), logged_losses(reference)
-    np.testing.assert_allclose([resumed[s] for s in range(31, 51)], [expected[s] for s in range(31, 51)], rtol=1e-5)
+    np.testing.assert_allclose([resumed[s] for s in range(9, 17)], [expected[s] for s in range(9, 17)], rtol=1e-5)
 
 
-# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process, one per part, so
-# that xdist can run the parts side by side (and the two runs that the resume test compares run at once).
+# Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process. A process may do
+# several parts in turn, paying TensorFlow's import once; the processes run side by side (the two runs
+# that the resume test compares among them), once per test run, and the tests share their reports
+# (`two_replica_runs`).
 TWO_REPLICAS = r"""
 import json, sys
 import tensorflow as tf
@@ -195,7 +201,7 @@ import numpy as np
 from t2t_lite import registry
 from t2t_lite.train import distribution, replica_input, trainer
 
-part, data_dir, output_dir, overrides = sys.argv[1:5]
+parts, data_dir, output_dir, overrides = sys.argv[1:5]
 problem = registry.problem("algorithmic_reverse")
 hparams = registry.hparams("transformer_tiny").override(overrides)
 report = {}
@@ -207,39 +213,45 @@ def train(name, train_steps, worker_gpu=2):
                                worker_gpu=worker_gpu, log=log.append)
     return log
 
-if part == "read":  # Which files each replica's batches come from: shard i holds only symbol 2 + i.
-    messages = []
-    batches = replica_input.TrainingBatches(problem, data_dir, hparams, 1, distribution.strategy_for(2),
-                                            messages.append)
-    symbols = [set(), set()]
-    for _ in range(50):  # more than one epoch of each replica's files
-        for replica, local in enumerate(batches.strategy.experimental_local_results(batches.next())):
-            symbols[replica] |= set(np.unique(local["inputs"].numpy()).tolist())
-    batches.record_positions()
-    report["symbols"] = [sorted(s - {0, 1}) for s in symbols]
-    report["positions"] = [batches.epoch.numpy().tolist(), batches.batches_taken.numpy().tolist()]
-    report["messages"] = messages
-    batches.close()
-elif part == "uninterrupted":
-    train("uninterrupted", 24)
-elif part == "interrupted":
-    train("interrupted", 10)  # stopped after ckpt-10, then the same command resumes
-    position = tf.train.load_checkpoint(f"{output_dir}/interrupted/ckpt-10")
-    report["saved"] = [position.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist()
-                       for name in ("epoch", "batches_taken")]
-    train("interrupted", 24)
-elif part == "one_then_two":
-    # A run of one replica resumed with two: the positions cannot be mapped, every replica starts a fresh epoch.
-    train("one_then_two", 4, worker_gpu=1)
-    report["one_then_two"] = train("one_then_two", 5)
+for part in parts.split(","):
+    if part == "read":  # Which files each replica's batches come from: shard i holds only symbol 2 + i.
+        messages = []
+        batches = replica_input.TrainingBatches(problem, data_dir, hparams, 1, distribution.strategy_for(2),
+                                                messages.append)
+        symbols = [set(), set()]
+        for _ in range(50):  # more than one epoch of each replica's files
+            for replica, local in enumerate(batches.strategy.experimental_local_results(batches.next())):
+                symbols[replica] |= set(np.unique(local["inputs"].numpy()).tolist())
+        batches.record_positions()
+        report["symbols"] = [sorted(s - {0, 1}) for s in symbols]
+        report["positions"] = [batches.epoch.numpy().tolist(), batches.batches_taken.numpy().tolist()]
+        report["messages"] = messages
+        batches.close()
+    elif part == "uninterrupted":
+        train("uninterrupted", 24)
+    elif part == "interrupted":
+        train("interrupted", 10)  # stopped after ckpt-10, then the same command resumes
+        position = tf.train.load_checkpoint(f"{output_dir}/interrupted/ckpt-10")
+        report["saved"] = [position.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist()
+                           for name in ("epoch", "batches_taken")]
+        train("interrupted", 24)
+    elif part == "one_then_two":
+        # A run of one replica resumed with two: the positions cannot be mapped, every replica starts a fresh epoch.
+        train("one_then_two", 4, worker_gpu=1)
+        report["one_then_two"] = train("one_then_two", 5)
 print("REPORT " + json.dumps(report))
 """
 
+# The parts of each process. The interrupted run and its resumption, two runs in turn, take the longest; the
+# other parts share out so that no process takes longer (and the uninterrupted run runs beside it).
+TWO_REPLICA_PROCESSES = ("interrupted", "uninterrupted", "read,one_then_two")
 
-def start_two_replicas(part, marked_data, output_dir):
-    """Starts TWO_REPLICAS' `part` in a fresh process; its output goes to files (a full pipe would block it)."""
-    stdout, stderr = (open(os.path.join(output_dir, f"{part}.{name}"), "w+") for name in ("out", "err"))
-    command = [sys.executable, "-c", TWO_REPLICAS, part, marked_data, output_dir, SMALL + ",tokens_per_step=512"]
+
+def start_two_replicas(parts, marked_data, output_dir):
+    """Starts TWO_REPLICAS' `parts` in a fresh process; its output goes to files (a full pipe would block it)."""
+    name = parts.replace(",", "_")
+    stdout, stderr = (open(os.path.join(output_dir, f"{name}.{suffix}"), "w+") for suffix in ("out", "err"))
+    command = [sys.executable, "-c", TWO_REPLICAS, parts, marked_data, output_dir, SMALL + ",tokens_per_step=512"]
     process = subprocess.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=stdout, stderr=stderr)
     process.files = stdout, stderr
     return process
@@ -263,8 +275,35 @@ def two_replicas_report(process):
     return json.loads(out.split("REPORT ", 1)[1])
 
 
-def test_two_replicas_read_their_own_files(marked_data, tmp_path):
-    report = two_replicas_report(start_two_replicas("read", marked_data, str(tmp_path)))
+@pytest.fixture(scope="module")
+def two_replica_runs(built_once):
+    """(the directory of the two-replica runs, the reports of all their parts), made once per test run."""
+
+    def build(path):
+        # Its own copy of the data, beside the runs: the module's marked_data is one per test worker.
+        data_dir = str(path / "marked")
+        os.mkdir(data_dir)
+        write_marked_shards(data_dir)
+        processes = [start_two_replicas(parts, data_dir, str(path)) for parts in TWO_REPLICA_PROCESSES]
+        report = {}
+        try:
+            for process in processes:
+                report.update(two_replicas_report(process))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        with open(path / "report.json", "w") as file:
+            json.dump(report, file)
+
+    path = built_once("two_replica_runs", build)
+    with open(path / "report.json") as file:
+        return path, json.load(file)
+
+
+def test_two_replicas_read_their_own_files(two_replica_runs):
+    _, report = two_replica_runs
     # Replica 0 read files 0 and 2 only (symbols 2, 4), replica 1 files 1 and 3 (symbols 3, 5).
     assert report["symbols"] == [[2, 4], [3, 5]]
     assert report["messages"] == [f"replica {r} of 2 reads 2 of 4 train shards." for r in (0, 1)]
@@ -274,30 +313,22 @@ def test_two_replicas_read_their_own_files(marked_data, tmp_path):
     assert epochs[0] > epochs[1] >= 1
 
 
-def test_two_replicas_resume_at_their_own_positions(marked_data, tmp_path):
-    # The uninterrupted run and the interrupted one, resumed, run side by side in two processes.
-    processes = [start_two_replicas(part, marked_data, str(tmp_path)) for part in ("uninterrupted", "interrupted")]
-    try:
-        two_replicas_report(processes[0])
-        report = two_replicas_report(processes[1])
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def test_two_replicas_resume_at_their_own_positions(two_replica_runs):
+    # The uninterrupted run and the interrupted one, resumed, ran side by side in two processes.
+    path, report = two_replica_runs
     # ckpt-10 (2 micro-batches per step: 20 batches per replica) holds both positions, replica 0 in epoch 1.
     saved_epochs, saved_taken = report["saved"]
     assert saved_epochs[0] == saved_epochs[1] + 1 == 1 and saved_taken[1] == 20 and 0 < saved_taken[0] < 20
-    uninterrupted = logged_losses(str(tmp_path / "uninterrupted"))
-    resumed = logged_losses(str(tmp_path / "interrupted"))
+    uninterrupted = logged_losses(str(path / "uninterrupted"))
+    resumed = logged_losses(str(path / "interrupted"))
     assert sorted(resumed) == sorted(uninterrupted) == list(range(1, 25))
     np.testing.assert_allclose(
         [resumed[s] for s in range(11, 25)], [uninterrupted[s] for s in range(11, 25)], rtol=1e-5
     )
 
 
-def test_a_run_of_one_replica_resumed_with_two_starts_every_replicas_epoch(marked_data, tmp_path):
-    report = two_replicas_report(start_two_replicas("one_then_two", marked_data, str(tmp_path)))
+def test_a_run_of_one_replica_resumed_with_two_starts_every_replicas_epoch(two_replica_runs):
+    _, report = two_replica_runs
     assert any(
         "holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
         and "every replica starts epoch" in line
