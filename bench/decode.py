@@ -4,8 +4,10 @@ Same work as the peers' harness (../shared/peers, README there): random weights,
 source sentences of 20 tokens in [3, vocab), every sentence decoded to exactly 30 tokens
 (an EOS id the model cannot emit, so nothing stops early), beam 4 with α = 0.6, 2 threads.
 Each measurement is one call that decodes the whole batch; the first call (tf.function
-tracing + one run) is reported apart and excluded. Then, on tiny only, how the time per
-sentence grows with the output length.
+tracing + one run) is reported apart and excluded. Beside them, scoring (`t2t-decoder
+--score_file`'s teacher-forced log P(target | source)) of the same 32 sources with 30-token
+targets, plain and with XLA: pairs per second. Then, on tiny only, how the time per sentence
+grows with the output length.
 
     .venv/bin/python bench/decode.py                      # tiny and base (~10 min on 2 idle cores)
     .venv/bin/python bench/decode.py --presets=tiny --repeats=5
@@ -36,7 +38,7 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.decode import beam_search
+from t2t_lite.decode import beam_search, scoring  # noqa: E402
 from t2t_lite.model.transformer import Transformer  # noqa: E402
 
 PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
@@ -69,6 +71,22 @@ def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size
     for _ in range(repeats):
         start = time.perf_counter()
         beam_search.decode_batch(model, source, **settings)
+        times.append(time.perf_counter() - start)
+    return first, times
+
+
+def time_scoring(model, source, *, repeats, xla):
+    """(first call seconds, [seconds of each timed call]) scoring every source with a random OUTPUT_LENGTH target."""
+    targets = np.random.default_rng(8765).integers(3, model.vocab_size, size=(SENTENCES, OUTPUT_LENGTH), dtype=np.int32)
+    log_probs = scoring.compiled_token_log_probs(model, xla)
+    source, targets = tf.constant(source), tf.constant(targets)
+    start = time.perf_counter()
+    assert log_probs(source, targets).shape == (SENTENCES, OUTPUT_LENGTH)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        log_probs(source, targets).numpy()
         times.append(time.perf_counter() - start)
     return first, times
 
@@ -109,6 +127,14 @@ def main():
             print(
                 f"| {preset} | beam {BEAM_SIZE}, {'cached' if use_cache else 'uncached'} | {spread(rates)} | "
                 f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {repeats} |",
+                flush=True,
+            )
+        for xla in (False, True):
+            first, times = time_scoring(model, source, repeats=max(repeats, 3), xla=xla)
+            rates = [SENTENCES / seconds for seconds in times]
+            print(
+                f"| {preset} | scoring given pairs{', XLA' if xla else ''} (pairs/s) | {spread(rates)} | "
+                f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {max(repeats, 3)} |",
                 flush=True,
             )
     if not args.no_growth and "tiny" in args.presets.split(","):

@@ -191,7 +191,7 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
 # Two replicas need two logical CPUs, split before TensorFlow starts: a fresh process. A process may do
 # several parts in turn, paying TensorFlow's import once; the processes run side by side (the two runs
 # that the resume test compares among them), once per test run, and the tests share their reports
-# (`two_replica_runs`).
+# (`resumed_runs`, `read_then_one_then_two`).
 TWO_REPLICAS = r"""
 import json, sys
 import tensorflow as tf
@@ -242,11 +242,9 @@ for part in parts.split(","):
 print("REPORT " + json.dumps(report))
 """
 
+
 # The parts of each process. The interrupted run and its resumption, two runs in turn, take the longest; the
 # other parts share out so that no process takes longer (and the uninterrupted run runs beside it).
-TWO_REPLICA_PROCESSES = ("interrupted", "uninterrupted", "read,one_then_two")
-
-
 def start_two_replicas(parts, marked_data, output_dir):
     """Starts TWO_REPLICAS' `parts` in a fresh process; its output goes to files (a full pipe would block it)."""
     name = parts.replace(",", "_")
@@ -275,35 +273,49 @@ def two_replicas_report(process):
     return json.loads(out.split("REPORT ", 1)[1])
 
 
-@pytest.fixture(scope="module")
-def two_replica_runs(built_once):
-    """(the directory of the two-replica runs, the reports of all their parts), made once per test run."""
+def run_two_replica_parts(built_once, name, processes):
+    """(the directory of the runs, the reports of their parts): `processes` (each a comma-separated list of
+    TWO_REPLICAS' parts, run in turn) side by side, made once per test run under `name`."""
 
     def build(path):
         # Its own copy of the data, beside the runs: the module's marked_data is one per test worker.
         data_dir = str(path / "marked")
         os.mkdir(data_dir)
         write_marked_shards(data_dir)
-        processes = [start_two_replicas(parts, data_dir, str(path)) for parts in TWO_REPLICA_PROCESSES]
+        started = [start_two_replicas(parts, data_dir, str(path)) for parts in processes]
         report = {}
         try:
-            for process in processes:
+            for process in started:
                 report.update(two_replicas_report(process))
         finally:
-            for process in processes:
+            for process in started:
                 if process.poll() is None:
                     process.kill()
                     process.wait()
         with open(path / "report.json", "w") as file:
             json.dump(report, file)
 
-    path = built_once("two_replica_runs", build)
+    path = built_once(name, build)
     with open(path / "report.json") as file:
         return path, json.load(file)
 
 
-def test_two_replicas_read_their_own_files(two_replica_runs):
-    _, report = two_replica_runs
+@pytest.fixture(scope="module")
+def resumed_runs(built_once):
+    """The interrupted run (resumed) and the uninterrupted one, side by side."""
+    return run_two_replica_parts(built_once, "two_replica_resume", ("interrupted", "uninterrupted"))
+
+
+@pytest.fixture(scope="module")
+def read_then_one_then_two(built_once):
+    """What each replica reads, then a run of one replica resumed with two: one process, one import.
+
+    A fixture of its own, so that another test worker can build it while the resumed runs train."""
+    return run_two_replica_parts(built_once, "two_replica_read", ("read,one_then_two",))
+
+
+def test_two_replicas_read_their_own_files(read_then_one_then_two):
+    _, report = read_then_one_then_two
     # Replica 0 read files 0 and 2 only (symbols 2, 4), replica 1 files 1 and 3 (symbols 3, 5).
     assert report["symbols"] == [[2, 4], [3, 5]]
     assert report["messages"] == [f"replica {r} of 2 reads 2 of 4 train shards." for r in (0, 1)]
@@ -313,9 +325,9 @@ def test_two_replicas_read_their_own_files(two_replica_runs):
     assert epochs[0] > epochs[1] >= 1
 
 
-def test_two_replicas_resume_at_their_own_positions(two_replica_runs):
+def test_two_replicas_resume_at_their_own_positions(resumed_runs):
     # The uninterrupted run and the interrupted one, resumed, ran side by side in two processes.
-    path, report = two_replica_runs
+    path, report = resumed_runs
     # ckpt-10 (2 micro-batches per step: 20 batches per replica) holds both positions, replica 0 in epoch 1.
     saved_epochs, saved_taken = report["saved"]
     assert saved_epochs[0] == saved_epochs[1] + 1 == 1 and saved_taken[1] == 20 and 0 < saved_taken[0] < 20
@@ -327,8 +339,8 @@ def test_two_replicas_resume_at_their_own_positions(two_replica_runs):
     )
 
 
-def test_a_run_of_one_replica_resumed_with_two_starts_every_replicas_epoch(two_replica_runs):
-    _, report = two_replica_runs
+def test_a_run_of_one_replica_resumed_with_two_starts_every_replicas_epoch(read_then_one_then_two):
+    _, report = read_then_one_then_two
     assert any(
         "holds the data positions of 1 input pipeline(s), and this run has 2 replicas" in line
         and "every replica starts epoch" in line

@@ -56,7 +56,7 @@ def score_pairs(model, vocabulary, pairs, settings: DecodeHParams) -> list:
     sources = [encode_line(vocabulary, source, number) for number, (source, _) in enumerate(pairs, start=1)]
     targets = [encode_line(vocabulary, target, number) for number, (_, target) in enumerate(pairs, start=1)]
     order = sorted(range(len(pairs)), key=lambda index: (len(targets[index]), len(sources[index])))
-    step = _token_log_probs(model, settings.xla)
+    step = compiled_token_log_probs(model, settings.xla)
     results = [None] * len(pairs)
     for first in range(0, len(order), settings.batch_size):
         batch = order[first : first + settings.batch_size]
@@ -82,7 +82,7 @@ def token_log_probs(model, inputs, targets):
     return tf.where(tf.not_equal(targets, 0), chosen, 0.0)
 
 
-def _token_log_probs(model, xla: bool):
+def compiled_token_log_probs(model, xla: bool):
     """`token_log_probs` of `model`, compiled (with XLA: once per padded shape)."""
 
     def log_probs(inputs, targets):
