@@ -160,3 +160,14 @@ def test_the_decoder_writes_every_sample_with_its_score(trained, tmp_path):  # n
 def test_sampling_settings_are_checked_like_every_flag(trained, overrides, message):  # noqa: F811
     with pytest.raises(HParamsError, match=message):
         decode_hparams(HPARAMS, trained[0], overrides)
+
+
+def test_samples_continue_a_target_prefix(trained):  # noqa: F811
+    model = trained[1]
+    inputs = np.array([[5, 6, 7, EOS_ID]] * 8, np.int32)
+    prefixes = np.array([[9, 4]] * 4 + [[0, 0]] * 4, np.int32)  # four rows forced to start 9 4, four free
+    ids, _ = beam_search.decode_batch(
+        model, inputs, beam_size=1, alpha=0.0, extra_length=3, sampling=Sampling(1.5, 0, seed=2), prefixes=prefixes
+    )
+    assert all(list(row[:2]) == [9, 4] for row in ids[:4])
+    assert len({tuple(row[2:]) for row in ids[:4]}) > 1  # drawn after the prefix, not forced further
