@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import model_steps
+from t2t_lite.decode import model_steps, target_prefix
 from t2t_lite.decode import sampling as sampling_lib
 from t2t_lite.decode.top_k import offset_top_k
 
@@ -117,7 +117,7 @@ def beam_search(
         """The 2·beam best one-token extensions of the alive hypotheses, and which are complete."""
         log_probs = tf.nn.log_softmax(tf.reshape(tf.cast(logits, tf.float32), [batch_size, beam_size, vocab_size]))
         if prefix_ids is not None:
-            log_probs = _force(log_probs, _forced_tokens(prefix_ids, i))
+            log_probs = target_prefix.force(log_probs, prefix_ids, i)
         # Every candidate of a step has the same length, so ranking by score = by log-probability:
         # log P(token | hypothesis) + log P(hypothesis), over beam × vocabulary candidates.
         top_log_probs, top_index = offset_top_k(log_probs, alive_log_probs, 2 * beam_size)
@@ -209,7 +209,7 @@ def greedy_search(
         logits, states = symbols_to_logits_fn(seq if max_length is not None else seq[:, : i + 1], i, states)
         step_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32))
         if prefix_ids is not None:
-            step_log_probs = _force(step_log_probs, _forced_tokens(prefix_ids, i))
+            step_log_probs = target_prefix.force(step_log_probs, prefix_ids, i)
         if sampling is None:
             tokens = tf.argmax(step_log_probs, axis=-1, output_type=tf.int32)
         else:
@@ -364,21 +364,6 @@ def decode_batch(
     if xla:
         ids = ids[..., : _used_length(ids)]
     return (ids, scores) if return_beams else (ids[:, 0], scores[:, 0])
-
-
-def _forced_tokens(prefix_ids, step):
-    """int32 [batch]: the token each row must emit at `step` (its prefix's), or -1 once past its prefix."""
-    lengths = tf.reduce_sum(tf.cast(prefix_ids > 0, tf.int32), axis=1)
-    column = tf.minimum(step, tf.shape(prefix_ids)[1])  # the padded column past the last, for an empty prefix
-    tokens = tf.gather(tf.pad(prefix_ids, [[0, 0], [0, 1]]), column, axis=1)
-    return tf.where(step < lengths, tokens, -1)
-
-
-def _force(log_probs, forced):
-    """log_probs [batch, ..., vocab] with every token but each row's forced one at -inf (rows at -1 unchanged)."""
-    forced = tf.reshape(forced, tf.concat([tf.shape(forced), tf.ones([tf.rank(log_probs) - 1], tf.int32)], 0))
-    allowed = (forced < 0) | tf.equal(tf.range(tf.shape(log_probs)[-1]), forced)
-    return tf.where(allowed, log_probs, -np.inf)
 
 
 def _used_length(ids):

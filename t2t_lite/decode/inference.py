@@ -245,14 +245,19 @@ def truncation_note(translations, settings: DecodeHParams, noun: str = "input li
     numbers = [number for number, translation in enumerate(translations, start=1) if translation.truncated]
     if not numbers:
         return ""
-    listed = ", ".join(map(str, numbers[:shown]))
-    if len(numbers) > shown:
-        listed += f" and {len(numbers) - shown} more"
-    nouns = noun if len(numbers) == 1 else noun + "s"
+    nouns, listed = _listed(numbers, noun, shown)
     return (
         f"Truncated {len(numbers)} {nouns} to their first {settings.max_input_size - 1} ids and EOS "
         f"(--decode_hparams max_input_size={settings.max_input_size}): {nouns} {listed}."
     )
+
+
+def _listed(numbers: list, noun: str, shown: int) -> tuple:
+    """(the noun, plural for several; the first `shown` line numbers, "and N more" for the rest)."""
+    listed = ", ".join(map(str, numbers[:shown]))
+    if len(numbers) > shown:
+        listed += f" and {len(numbers) - shown} more"
+    return (noun if len(numbers) == 1 else noun + "s"), listed
 
 
 def pad_batch(sequences, rows=0, multiple=1) -> np.ndarray:
@@ -307,10 +312,7 @@ def longer_than_trained_note(translations, limit: int, reason: str, noun: str = 
     ]
     if not numbers:
         return ""
-    listed = ", ".join(map(str, numbers[:shown])) + (
-        f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
-    )
-    nouns = noun if len(numbers) == 1 else noun + "s"
+    nouns, listed = _listed(numbers, noun, shown)
     return (
         f"Warning: {len(numbers)} {nouns} had more than {limit} ids (EOS included), more than {reason} ({limit}), "
         f"and were read whole: {nouns} {listed}. Their translations are extrapolation; "
