@@ -172,7 +172,7 @@ def without_padding_columns(ids):
 
 
 def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
-    """A tf.Module holding the model's weights, the tokenizer and the two signature functions.
+    """A tf.Module holding the model's weights, the tokenizer and the signature functions.
 
     The Keras model itself is left out of the object graph (only closures refer to it),
     so the SavedModel holds plain variables and functions that load without Keras.
@@ -190,9 +190,13 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
         checks = [tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace") == text for text in texts]
         return tf.reduce_all(tf.stack(checks), axis=0)
 
+    def subwords(texts, utf8):
+        """Ragged ids of the normalized texts; "" where a pair is not valid UTF-8."""
+        return tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, texts, "")))
+
     def plain_search(inputs, utf8, **options):
         """The search without XLA (sampling, prefixes): outputs as `translate` gives them."""
-        ids = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, inputs, "")))
+        ids = subwords(inputs, utf8)
         hypotheses, scores = beam_search.decode(
             model, model_inputs(ids, settings.max_input_length), extra_length=settings.extra_length, **options
         )
@@ -212,7 +216,7 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     def translate_prefix(inputs, prefixes):
         # Each translation starts with its prefix's subwords; beam search goes on from there.
         utf8 = valid_utf8(inputs, prefixes)
-        forced = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, prefixes, ""))).to_tensor(PAD_ID)
+        forced = subwords(prefixes, utf8).to_tensor(PAD_ID)
         options = dict(beam_size=settings.beam_size, alpha=settings.alpha, prefixes=tf.cast(forced, tf.int32))
         return plain_search(inputs, utf8, **options)
 
@@ -224,10 +228,8 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def translate(inputs):
-        # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
-        utf8 = tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs
-        text = normalize_text_in_graph(tf.where(utf8, inputs, ""))
-        ids, scores, truncated = decode_best(tokenizer.tokenize(text))
+        utf8 = valid_utf8(inputs)
+        ids, scores, truncated = decode_best(subwords(inputs, utf8))
         return {
             "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
             "scores": tf.where(utf8, scores, -np.inf),
@@ -243,11 +245,9 @@ def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
     )
     def score(inputs, targets):
         # log P(target | source), teacher-forced, as `t2t-decoder --score_file` (t2t_lite.decode.scoring).
-        utf8 = (tf.strings.unicode_transcode(inputs, "UTF-8", "UTF-8", errors="replace") == inputs) & (
-            tf.strings.unicode_transcode(targets, "UTF-8", "UTF-8", errors="replace") == targets
-        )
-        source_ids = tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, inputs, "")))
-        target_ids = ending_in_eos(tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, targets, ""))))
+        utf8 = valid_utf8(inputs, targets)
+        source_ids = subwords(inputs, utf8)
+        target_ids = ending_in_eos(subwords(targets, utf8))
         token_scores = scoring.token_log_probs(model, model_inputs(source_ids, settings.max_input_length), target_ids)
         return {
             "scores": tf.where(utf8, tf.reduce_sum(token_scores, axis=1), -np.inf),
