@@ -16,6 +16,7 @@ shared BPE vocabulary is (`approx_vocab_size`, §5.1).
 import abc
 import collections
 import os
+import shutil
 
 import tensorflow as tf
 
@@ -167,6 +168,29 @@ class TextProblem(Problem):
 
     def generated_files(self, data_dir: str) -> list:
         return [os.path.join(data_dir, self.vocab_filename()), bpe_dropout.record_path(data_dir, self.base_name)]
+
+    def adopt_vocabulary(self, data_dir: str, vocab_file: str) -> None:
+        """Makes `vocab_file` (another problem's or run's) this problem's vocabulary in `data_dir`.
+
+        What a warm start needs (`t2t_lite.train.warm_start`): the new corpus encoded with the
+        vocabulary the source model was trained with. tensor2tensor users copied the file by
+        hand; `t2t-datagen --vocab_from` does it, and refuses to replace another vocabulary
+        that data in `data_dir` may have been encoded with.
+        """
+        source = Vocabulary(vocab_file)  # a missing or unreadable file stops here, named
+        destination = os.path.join(data_dir, self.vocab_filename())
+        if os.path.exists(destination):
+            if Vocabulary(destination).fingerprint != source.fingerprint:
+                raise ValueError(
+                    f"--vocab_from={vocab_file}: {destination} exists and is another vocabulary (the data in "
+                    f"--data_dir may be encoded with it). Use a new --data_dir, or add --overwrite to regenerate "
+                    f"{self.base_name}'s data with --vocab_from's."
+                )
+            return
+        temporary = f"{destination}.tmp-{os.getpid()}"
+        shutil.copyfile(vocab_file, temporary)
+        os.replace(temporary, destination)
+        print(f"Using the vocabulary {vocab_file} for {self.base_name}: copied to {destination}.")
 
     def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
         report = datagen.DatagenReport(self.base_name)

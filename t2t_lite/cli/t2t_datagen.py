@@ -6,7 +6,8 @@ Reuses whatever a previous run left in --data_dir, unless the raw files in --tmp
 changed since it was written: then it names them and stops; --overwrite regenerates
 the vocabulary and every split. Prints how many pairs were written and dropped, and
 why. `--problem=P_rev` generates P's files (the reverse direction reads the same files
-with inputs and targets swapped).
+with inputs and targets swapped). `--vocab_from=FILE` encodes with an existing vocabulary
+(another model's, to fine-tune it: t2t-trainer --warm_start_from) instead of training one.
 """
 
 import os
@@ -25,6 +26,12 @@ absl_flags.DEFINE_bool(
     "Delete the problem's data in --data_dir (shards, vocabulary) and "
     "generate it afresh from --tmp_dir; needed when the raw files changed.",
 )
+absl_flags.DEFINE_string(
+    "vocab_from",
+    None,
+    "Encode with this vocabulary file (e.g. the vocab.<problem>.model another model was trained with, "
+    "to warm-start from it) instead of training one; copied into --data_dir under this problem's name.",
+)
 
 
 def main(argv):
@@ -37,7 +44,7 @@ def main(argv):
     data_dir = os.path.expanduser(flags.writable_dir("data_dir"))
     tmp_dir = os.path.expanduser(flags.writable_dir("tmp_dir"))  # downloads go there, so it may not exist yet
     try:
-        datagen.generate(problem, data_dir, tmp_dir, overwrite=flags.FLAGS.overwrite)
+        datagen.generate(problem, data_dir, tmp_dir, overwrite=flags.FLAGS.overwrite, vocab_from=flags.FLAGS.vocab_from)
     # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.
     except (FileNotFoundError, CorpusError, ValueError) as error:
         raise flags.UsageError(str(error)) from None

@@ -8,6 +8,11 @@ Rerunning the same command resumes from the latest checkpoint in --output_dir th
 --checkpoint_path=$TRAIN_DIR/ckpt-N of the same run; other --hparams, --problem or --model
 there stop with the differences (hparams.json, problem.json). A second run on the same
 --output_dir stops at once, naming the one that holds it (`t2t_lite.train.run_lock`).
+
+--warm_start_from=$OTHER_RUN starts a new run from another run's weights (fine-tuning; its
+data encoded with that run's vocabulary: t2t-datagen --vocab_from). Each evaluation keeps
+the best checkpoint by --eval_early_stopping_metric in $TRAIN_DIR/best/, and
+--eval_early_stopping_steps stops the run when that metric stops improving.
 """
 
 from absl import app
@@ -15,7 +20,8 @@ from absl import flags as absl_flags
 
 from t2t_lite.cli import flags
 from t2t_lite.data import datagen
-from t2t_lite.train import checkpoints, distribution, run_lock, trainer
+from t2t_lite.decode import dev_bleu, inference
+from t2t_lite.train import checkpoints, distribution, early_stopping, run_lock, trainer, warm_start
 
 FLAGS = flags.FLAGS
 
@@ -53,6 +59,34 @@ absl_flags.DEFINE_bool(
     "measured step time so that hparam learning_rate_decay_steps' decay ends within --train_minutes; "
     "the log names the count, which --train_steps replays on any host.",
 )
+absl_flags.DEFINE_string(
+    "warm_start_from",
+    None,
+    "Start a new run in --output_dir from this checkpoint's model weights (a ckpt-N prefix, or a run "
+    "directory: its latest); fresh optimizer, step counter and schedule. Same vocabulary and model.",
+)
+absl_flags.DEFINE_integer(
+    "eval_early_stopping_steps",
+    0,
+    "Stop when --eval_early_stopping_metric has not improved for this many steps (evaluated every "
+    "--local_eval_frequency); 0 = never stop early.",
+)
+absl_flags.DEFINE_enum(
+    "eval_early_stopping_metric",
+    "loss",
+    sorted(early_stopping.LOWER_IS_BETTER),
+    "The dev metric that chooses --output_dir/best/ and stops early; bleu decodes the dev split's first "
+    "--eval_bleu_lines lines with --decode_hparams.",
+)
+absl_flags.DEFINE_float(
+    "eval_early_stopping_metric_delta", 0.0, "The least change of the metric that counts as an improvement."
+)
+absl_flags.DEFINE_bool(
+    "eval_early_stopping_metric_minimize",
+    None,
+    "Whether lower is better; default: the metric's own (loss, perplexity lower; the others higher).",
+)
+absl_flags.DEFINE_integer("eval_bleu_lines", 100, "Dev lines decoded for --eval_early_stopping_metric=bleu.")
 absl_flags.DEFINE_float(
     "cluster_start_minutes",
     15.0,
@@ -77,6 +111,16 @@ def _check_flags():
             raise flags.UsageError(f"--{name}={getattr(FLAGS, name)}: must be zero or positive.")
     if FLAGS.generate_data:
         flags.require("tmp_dir")
+    judged = FLAGS.eval_early_stopping_steps or FLAGS["eval_early_stopping_metric"].present
+    if judged and FLAGS.schedule != "train_and_evaluate":
+        raise flags.UsageError(
+            f"--eval_early_stopping_* with --schedule={FLAGS.schedule}: early stopping and best/ judge "
+            f"evaluations during training; use --schedule=train_and_evaluate."
+        )
+    if FLAGS.warm_start_from and FLAGS.schedule == "evaluate":
+        raise flags.UsageError("--warm_start_from starts a run to train; --schedule=evaluate trains none.")
+    if FLAGS.eval_bleu_lines < 1:
+        raise flags.UsageError(f"--eval_bleu_lines={FLAGS.eval_bleu_lines}: must be at least 1.")
 
 
 def _check_paths():
@@ -89,6 +133,11 @@ def _check_paths():
             checkpoints.checkpoint_path(FLAGS.checkpoint_path)
         except checkpoints.CheckpointError as error:
             raise flags.UsageError(f"--checkpoint_path: {error}") from None
+    if FLAGS.warm_start_from:
+        try:
+            warm_start.source_checkpoint(FLAGS.warm_start_from)
+        except checkpoints.CheckpointError as error:
+            raise flags.UsageError(str(error)) from None
 
 
 def main(argv):
@@ -118,8 +167,17 @@ def main(argv):
             model_name=FLAGS.model,
             checkpoint_path=FLAGS.checkpoint_path,
             cluster_start_minutes=FLAGS.cluster_start_minutes,
+            warm_start_from=FLAGS.warm_start_from,
+            early_stopping=early_stopping.EarlyStopping(
+                FLAGS.eval_early_stopping_metric,
+                FLAGS.eval_early_stopping_steps,
+                FLAGS.eval_early_stopping_metric_delta,
+                FLAGS.eval_early_stopping_metric_minimize,
+            ),
         )
-        trainer.train_and_evaluate(problem, hparams, FLAGS.data_dir, FLAGS.output_dir, settings)
+        trainer.train_and_evaluate(
+            problem, hparams, FLAGS.data_dir, FLAGS.output_dir, settings, dev_scorers=_dev_scorers(problem, hparams)
+        )
     except (ValueError, FileNotFoundError, checkpoints.CheckpointError) as error:
         raise flags.UsageError(str(error)) from None
     except run_lock.DirectoryInUse as error:
@@ -130,6 +188,14 @@ def main(argv):
         if not distribution.is_multi_worker():
             raise
         raise SystemExit(f"t2t-trainer: {distribution.lost_worker_message(error, FLAGS.output_dir)}") from None
+
+
+def _dev_scorers(problem, hparams) -> tuple:
+    """The dev decoding of --eval_early_stopping_metric=bleu, read before training starts."""
+    if FLAGS.eval_early_stopping_metric not in early_stopping.DECODED_METRICS:
+        return ()
+    settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
+    return (dev_bleu.DevBleu(problem, FLAGS.data_dir, settings, FLAGS.eval_bleu_lines),)
 
 
 def console_main():

@@ -90,13 +90,16 @@ def format_drops(dropped) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
 
 
-def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False) -> DatagenReport:
+def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False, vocab_from: str = None) -> DatagenReport:
     """Runs `problem.generate_data` and prints what was written and dropped.
 
     Stops with `raw_fingerprint.RawDataChangedError` when raw files changed since the
     data in `data_dir` was written from them; `overwrite` then removes that data (the
-    vocabulary too) and writes it afresh.
+    vocabulary too) and writes it afresh. `vocab_from` (a vocabulary file) is used instead
+    of training one (`TextProblem.adopt_vocabulary`).
     """
+    if vocab_from and not hasattr(problem, "adopt_vocabulary"):
+        raise ValueError(f"--vocab_from: problem {problem.base_name} has no vocabulary file to take.")
     os.makedirs(data_dir, exist_ok=True)
     os.makedirs(tmp_dir, exist_ok=True)
     record = raw_fingerprint.record_path(data_dir, problem.base_name)
@@ -104,6 +107,8 @@ def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False) -
         remove_generated(problem, data_dir)
     else:
         raw_fingerprint.check_unchanged(record, problem, data_dir, tmp_dir)
+    if vocab_from:
+        problem.adopt_vocabulary(data_dir, vocab_from)
     # Taken before reading, so a raw file edited while datagen runs is found by the next run.
     unwritten = [split for split in SPLITS if not complete_shards(data_dir, problem.base_name, split)]
     before = {split: raw_fingerprint.split_fingerprint(problem, tmp_dir, split) for split in unwritten}

@@ -117,14 +117,14 @@ def listed_checkpoints(model_dir: str) -> list:
 READ_ERRORS = (tf.errors.OpError, IndexError)
 
 
-def damaged(prefix: str, error, what: str = "") -> CheckpointError:
-    """The error for a checkpoint that cannot be read: which file, and how to pick another one."""
+def damaged(prefix: str, error, what: str = "", flag: str = "--checkpoint_path") -> CheckpointError:
+    """The error for a checkpoint that cannot be read: which file, and how to pick another one with `flag`."""
     older = [
         path
         for path in listed_checkpoints(os.path.dirname(prefix))
         if checkpoint_step(path) < checkpoint_step(prefix) and tf.io.gfile.exists(path + ".index")
     ]
-    example = f"--checkpoint_path={older[-1]}" if older else "--checkpoint_path=<another ckpt-N>"
+    example = f"{flag}={older[-1]}" if older else f"{flag}=<another ckpt-N>"
     return CheckpointError(
         f"{damage(prefix, error)}, so {os.path.basename(prefix)} is damaged. Pick another "
         f"checkpoint with {example}{' (' + what + ')' if what else ''}."
@@ -143,7 +143,12 @@ def damage(prefix: str, error) -> str:
 
 
 def restore_for_training(
-    checkpoint: tf.train.Checkpoint, output_dir: str, named: str = None, log=print, set_aside: bool = True
+    checkpoint: tf.train.Checkpoint,
+    output_dir: str,
+    named: str = None,
+    log=print,
+    set_aside: bool = True,
+    optional: dict = None,
 ):
     """Restores the newest readable checkpoint of `output_dir` (or `named`, one of them); returns it or None.
 
@@ -152,7 +157,10 @@ def restore_for_training(
     checkpoints after it, which the resumed run would otherwise overwrite step by step.
     Without `set_aside` (a process that does not write `output_dir`), nothing is moved and
     an unreadable checkpoint stops with CheckpointError.
+    `optional` {name: trackable}: parts of the checkpoint that runs written by earlier versions
+    lack; restored when the checkpoint holds them, and saved from now on either way.
     """
+    optional = optional or {}
     listed = listed_checkpoints(output_dir)
     if named is not None:
         named = checkpoint_path(named)
@@ -167,7 +175,7 @@ def restore_for_training(
         listed = [path for path in listed if checkpoint_step(path) < checkpoint_step(named)] + [named]
     for path in reversed(listed):
         try:
-            checkpoint.restore(path).assert_existing_objects_matched()
+            _restore(checkpoint, path, optional)
             return path
         except READ_ERRORS as error:
             if path == named or not set_aside:
@@ -179,7 +187,19 @@ def restore_for_training(
             f"--output_dir={output_dir}: none of its checkpoints can be read (all moved to "
             f"{os.path.join(output_dir, SET_ASIDE)}); rerun to train from the start."
         )
+    _restore(checkpoint, None, optional)
     return None
+
+
+def _restore(checkpoint: tf.train.Checkpoint, path, optional: dict) -> None:
+    """Restores `path` (None: nothing) into `checkpoint`, and then `optional`'s parts that it holds."""
+    if path is not None:
+        checkpoint.restore(path).assert_existing_objects_matched()
+        held = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    for name, part in optional.items():
+        if path is not None and any(key.startswith(name + "/") for key in held):
+            tf.train.Checkpoint(**{name: part}).restore(path).expect_partial().assert_existing_objects_matched()
+        setattr(checkpoint, name, part)
 
 
 def _set_aside(output_dir: str, prefixes: list, reason: str, log) -> None:
@@ -217,13 +237,13 @@ def checkpoint_step(path: str) -> int:
     return int(match.group(1))
 
 
-def restore_weights(model, path: str) -> None:
+def restore_weights(model, path: str, flag: str = "--checkpoint_path") -> None:
     """Restores a checkpoint's weights (no optimizer state) into a built model, naming the file that fails."""
     try:
         status = tf.train.Checkpoint(model=trackable_model(model)).restore(path).expect_partial()
         status.assert_existing_objects_matched()
     except READ_ERRORS as error:
-        raise damaged(path, error) from None
+        raise damaged(path, error, flag=flag) from None
     except (ValueError, AssertionError) as error:
         reason = str(error).strip().splitlines()[0][:300]
         raise CheckpointError(

@@ -34,14 +34,14 @@ def write_model_info(
     regenerated from other data has the same size but other pieces.
     """
     tf.io.gfile.makedirs(output_dir)
-    _atomic_write(os.path.join(output_dir, HPARAMS_FILE), hparams.to_json())
+    atomic_write(os.path.join(output_dir, HPARAMS_FILE), hparams.to_json())
     info = {"problem": problem_name, "model": model_name, "vocab_size": int(vocab_size)}
     if vocabulary is not None:
         info["vocabulary"] = vocabulary
-    _atomic_write(os.path.join(output_dir, PROBLEM_FILE), json.dumps(info, indent=2, sort_keys=True))
+    atomic_write(os.path.join(output_dir, PROBLEM_FILE), json.dumps(info, indent=2, sort_keys=True))
 
 
-def _atomic_write(path: str, text: str) -> None:
+def atomic_write(path: str, text: str) -> None:
     # tf.io.gfile, so a model directory may be gs://... as the checkpoints' own files may.
     temporary = f"{path}.tmp-{os.getpid()}"
     with tf.io.gfile.GFile(temporary, "w") as file:

@@ -36,16 +36,20 @@ import tensorflow as tf
 
 from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.train import (
+    best_checkpoint,
     checkpoints,
     cpu_features,
     distribution,
+    early_stopping,
     flops,
     loss,
     model_info,
     replica_input,
     run_length,
     run_lock,
+    warm_start,
 )
+from t2t_lite.train.early_stopping import EarlyStopping
 from t2t_lite.train.scalars import write_scalars
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
 from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
@@ -95,6 +99,9 @@ class RunSettings:
     model_name: str = "transformer"  # The registered model.
     checkpoint_path: str = None  # Resume from this earlier checkpoint of the run instead of the latest.
     cluster_start_minutes: float = 15.0  # Under TF_CONFIG: how long to wait for every worker; 0 = for ever.
+    warm_start_from: str = None  # Start a new run from this checkpoint's (or run's latest) weights.
+    # The dev metric that chooses best/ and, with steps > 0, stops the run (t2t_lite.train.early_stopping).
+    early_stopping: EarlyStopping = EarlyStopping()
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
@@ -115,18 +122,33 @@ class _Training:
     run_steps: run_length.RunLength
     vocab_size: int
     log: object
+    best: early_stopping.BestSoFar
+    rule: EarlyStopping
+    dev_scorers: tuple = ()  # more dev metrics: callables model -> {name: value} (t2t_lite.decode.dev_bleu)
+    is_chief: bool = True
     micro_batches: int = 1  # k of §5.1's ~25,000-token batches: micro-batches accumulated per update
+    stopped_early: bool = False
 
     def evaluate_and_log(self, eval_steps: int) -> dict:
         step = int(self.steps.optimizer.iterations.numpy())
         metrics = evaluate(self.steps, self.problem, self.data_dir, self.hparams, eval_steps)
+        for scorer in self.dev_scorers:
+            metrics.update(scorer(self.steps.model))
         self.log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
         write_scalars(tf.summary.create_file_writer(os.path.join(self.save_dir, "eval")), step, metrics)
         return metrics
 
+    def judge(self, step: int, metrics: dict) -> bool:
+        """Keeps best/ when the evaluation at `step` is the best yet; returns whether the run stops early."""
+        value = early_stopping.chief_value(self.steps.strategy, metrics[self.rule.metric], self.is_chief)
+        if self.best.update(self.rule, step, value):
+            prefix = best_checkpoint.keep(self.steps.model, self.save_dir, self.rule.metric, value, step)
+            self.log(f"Best {self.rule.metric} so far ({value:.4f}): kept as {prefix}.")
+        return self.best.stops(self.rule, step)
+
 
 def train_and_evaluate(
-    problem, hparams, data_dir, output_dir, settings: RunSettings = None, *, log=print, **changes
+    problem, hparams, data_dir, output_dir, settings: RunSettings = None, *, log=print, dev_scorers=(), **changes
 ) -> dict:
     """Trains `settings.model_name` on `problem` into `output_dir`, resuming from its latest checkpoint.
 
@@ -152,6 +174,12 @@ def train_and_evaluate(
     Under TF_CONFIG, a worker whose cluster has not come together within
     `cluster_start_minutes` (every worker started and the first collectives passed) is
     stopped, with a message naming the workers it waited for (0 = wait for ever).
+
+    `warm_start_from` starts a new run from another run's weights (`t2t_lite.train.warm_start`).
+    Each evaluation keeps the best checkpoint by `early_stopping.metric` in `output_dir/best/`
+    and, with `early_stopping.steps`, stops the run once it stops improving
+    (`t2t_lite.train.early_stopping`); `dev_scorers` add metrics to the evaluation (the "bleu"
+    of `t2t_lite.decode.dev_bleu.DevBleu`).
     """
     settings = dataclasses.replace(settings or RunSettings(), **changes)
     distribution.check_clock_free(settings.train_minutes, settings.save_checkpoints_secs)
@@ -162,6 +190,12 @@ def train_and_evaluate(
             f"--schedule={settings.schedule} evaluates on the dev split, and --data_dir={data_dir} has none for "
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
             f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train."
+        )
+    rule = settings.early_stopping
+    if rule.metric in early_stopping.DECODED_METRICS and not dev_scorers:
+        raise ValueError(
+            f"--eval_early_stopping_metric={rule.metric} decodes the dev split: give dev_scorers "
+            f"(t2t_lite.decode.dev_bleu.DevBleu), as t2t-trainer does."
         )
     keras.utils.set_random_seed(settings.random_seed)
     with contextlib.ExitStack() as held:
@@ -181,6 +215,14 @@ def train_and_evaluate(
         vocabulary = problem.vocabulary(data_dir)
         vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
         model_info.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
+        source = None
+        if settings.warm_start_from:  # checked before anything is built or written
+            source = warm_start.source_checkpoint(settings.warm_start_from)
+            changed = warm_start.check_source(
+                source, output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint
+            )
+            if checkpoints.listed_checkpoints(output_dir):
+                warm_start.check_resumed(output_dir, source)
         with strategy.scope():
             model = model_info.build_model(hparams, vocab_size, settings.model_name)
             run_steps = run_length.RunLength(
@@ -201,23 +243,41 @@ def train_and_evaluate(
         checkpoint = checkpoints.training_checkpoint(
             model, optimizer, data_epoch=batches.epoch, data_batches_taken=batches.batches_taken
         )
+        best = early_stopping.BestSoFar()
         # Every worker saves (the collectives need them all), but only the chief into output_dir.
         save_dir = distribution.checkpoint_directory(strategy, output_dir)
         if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
             held.callback(shutil.rmtree, save_dir, ignore_errors=True)
         latest = checkpoints.restore_for_training(
-            checkpoint, output_dir, settings.checkpoint_path, log, set_aside=writes_output_dir
+            checkpoint,
+            output_dir,
+            settings.checkpoint_path,
+            log,
+            set_aside=writes_output_dir,
+            optional={"early_stopping": best},
         )
         manager = checkpoints.checkpoint_manager(checkpoint, save_dir, settings.keep_checkpoint_max)
         if latest:
             log(f"Restored {latest} (step {int(optimizer.iterations.numpy())}).")
         elif settings.schedule == "evaluate":
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
+        elif source:
+            source_step = warm_start.restore(model, source)
+            log(
+                f"Warm start from {source} (step {source_step}): its model weights; a fresh optimizer, "
+                f"step 0 and eq. 3 from the start of its warm-up."
+            )
+            if writes_output_dir:
+                warm_start.write_record(output_dir, source, changed)
         if writes_output_dir:
             run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
-        training = _Training(problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log)
+        best_checkpoint.complete(save_dir)  # a replacement of best/ that a kill interrupted
+        training = _Training(
+            problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, best, rule
+        )
+        training.dev_scorers, training.is_chief = tuple(dev_scorers), distribution.is_chief(strategy)
         if settings.schedule == "evaluate":
             return training.evaluate_and_log(settings.eval_steps)
         training.micro_batches = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
@@ -242,7 +302,8 @@ def train_and_evaluate(
         if strategy.num_replicas_in_sync > 1:
             steps.trace_once_for(batches.batch_spec())
         metrics = _train_loop(training, settings)
-        if settings.schedule == "train_and_evaluate" and not metrics:  # already at train_steps: evaluate it
+        if settings.schedule == "train_and_evaluate" and not metrics and not training.stopped_early:
+            # already at train_steps: evaluate it
             metrics = training.evaluate_and_log(settings.eval_steps)
     distribution.leave_cluster()  # under TF_CONFIG: ends the process once every worker is done (lock released)
     return metrics
@@ -277,6 +338,10 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
     metrics, started = {}, time.time()
     window_start, window_tokens = started, 0.0
     run_steps.start_clock(started)
+    if training.best.stopped_before(training.rule, step):  # a rerun of a run that stopped early
+        log(training.best.stop_line(training.rule, step) + " Nothing to train: raise --eval_early_stopping_steps.")
+        training.stopped_early = True
+        return {}
     while step < run_steps.end:
         sums, length = _one_update(steps, training.batches, training.micro_batches)
         if step == start_step:
@@ -317,14 +382,21 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
                 f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}"
             )
             window_start, window_tokens = now, 0.0
+        # Evaluated before the save, so that the checkpoint of an evaluated step holds its judgement.
+        stopped_early = False
+        if eval_frequency and (step % eval_frequency == 0 or finished):
+            metrics = training.evaluate_and_log(settings.eval_steps)
+            stopped_early = training.judge(step, metrics)
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
-        if step != saved_step and (saving.due(step, time.time()) or finished):
+        if step != saved_step and (saving.due(step, time.time()) or finished or stopped_early):
             _save(steps, training.batches, training.manager, step)
             saved_step = step
             saving.saved(time.time())
-        if eval_frequency and (step % eval_frequency == 0 or finished):
-            metrics = training.evaluate_and_log(settings.eval_steps)
+        if stopped_early:
+            log(training.best.stop_line(training.rule, step) + f" Saved {training.manager.latest_checkpoint}.")
+            training.stopped_early = True
+            break
         if out_of_time:
             log(
                 f"Stopped after {settings.train_minutes:g} minutes at step {step}; "
