@@ -16,7 +16,7 @@
 # "k=v,...", default none: the set's warm-up and learning rate), SEED (1).
 set -euo pipefail
 
-: "${CORPUS:?set CORPUS to the directory with Multi30k's train.en, train.de, val.en, val.de}"
+: "${CORPUS:?set CORPUS to the directory with the Multi30k files train.en, train.de, val.en, val.de}"
 WORK=${WORK:-./fine-tune-run}
 HPARAMS_SET=${HPARAMS_SET:-transformer_tiny}
 PRETRAIN_STEPS=${PRETRAIN_STEPS:-2000}

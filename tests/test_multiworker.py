@@ -5,7 +5,8 @@ MirroredStrategy over two logical CPUs of one process (same global batch: in bot
 r reads train shard r of the two, `t2t_lite.train.replica_input`), each worker must say it reads
 only its own shard, only the chief may write into --output_dir, a lost worker must stop the
 other with a message that says to relaunch all, and a relaunch must resume to the
-uninterrupted losses.
+uninterrupted losses. Warm start, early stopping and the best checkpoint behave as in one process, with
+two workers and with two replicas in one process (--worker_gpu=2).
 """
 
 import glob
@@ -21,6 +22,7 @@ import time
 
 import numpy as np
 import pytest
+import test_trainer
 from test_trainer import logged_scalars
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -71,8 +73,8 @@ def started():
             process.wait()
 
 
-def launch_workers(data_dir, output_dir, train_steps, log_dir, started):
-    """Starts two t2t-trainer workers (worker 0 is the chief); returns the processes and their addresses.
+def launch_workers(data_dir, output_dir, train_steps, log_dir, started, extra=()):
+    """Starts two t2t-trainer workers (worker 0 is the chief), with `extra` flags; returns them and their addresses.
 
     Their output goes to files (TensorFlow's logs would fill a pipe and block them).
     """
@@ -92,6 +94,7 @@ def launch_workers(data_dir, output_dir, train_steps, log_dir, started):
             f"--train_steps={train_steps}",
             f"--save_checkpoints_steps={SAVE_EVERY}",
             "--schedule=train",
+            *extra,
         ]
         process = subprocess.Popen(
             command, env=dict(ENV, TF_CONFIG=json.dumps(config)), stdout=log, stderr=subprocess.STDOUT
@@ -188,3 +191,74 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
         rtol=1e-4,
     )
     assert one[TRAIN_STEPS] < one[FIRST_STEPS]  # the updates did change the model
+
+
+reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
+# Warm-started from the reference run; evaluated every 2 steps, the first evaluation is the best (no later one
+# beats it by 100) and a patience of 4 stops the run at step 6 of its 40 (test_early_stopping.py's rule).
+JUDGED = (
+    "--schedule=train_and_evaluate",
+    "--local_eval_frequency=2",
+    "--eval_steps=1",
+    "--eval_early_stopping_steps=4",
+    "--eval_early_stopping_metric_delta=100",
+)
+TWO_REPLICAS = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from t2t_lite.cli import t2t_trainer
+from absl import app
+sys.argv = ["t2t-trainer"] + sys.argv[1:]
+app.run(t2t_trainer.main)
+"""
+
+
+def judged_flags(data_dir, output_dir, source):
+    return [
+        "--problem=algorithmic_reverse",
+        "--hparams_set=transformer_tiny",
+        f"--hparams={HPARAMS}",
+        f"--data_dir={data_dir}",
+        f"--output_dir={output_dir}",
+        f"--train_steps={TRAIN_STEPS}",
+        f"--save_checkpoints_steps={SAVE_EVERY}",
+        f"--warm_start_from={source}",
+        *JUDGED,
+    ]
+
+
+def check_judged_run(output_dir, source, outputs):
+    """Every process started from `source`, stopped at step 6 naming the best (step 2); the chief kept best/."""
+    for output in outputs:
+        assert f"Warm start from {os.path.join(source, 'ckpt-8')} (step 8)" in output, output[-3000:]
+        assert "Early stopping at step 6: loss has not improved by more than 100 in 4 steps" in output, output[-3000:]
+        assert "Traceback" not in output
+    assert open(os.path.join(output_dir, "checkpoint")).read().splitlines()[0].endswith('ckpt-6"')
+    assert json.load(open(os.path.join(output_dir, "best", "best.json")))["step"] == 2
+    assert json.load(open(os.path.join(output_dir, "warm_start.json")))["hparams_changed"] == {
+        "layer_prepostprocess_dropout": [0.1, 0.0]
+    }
+
+
+def test_two_workers_warm_start_stop_early_at_one_step_and_the_chief_keeps_best(
+    reverse_data, reference_run, tmp_path, started
+):
+    output_dir = str(tmp_path / "two_workers")
+    flags = judged_flags(reverse_data, output_dir, reference_run)[5:]
+    processes, _ = launch_workers(reverse_data, output_dir, TRAIN_STEPS, str(tmp_path), started, extra=flags)
+    results = finish(processes)
+    for code, output in results:
+        assert code == 0, output[-3000:]
+    check_judged_run(output_dir, reference_run, [output for _, output in results])
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
+
+
+def test_two_replicas_of_one_process_warm_start_and_stop_early_as_one(reverse_data, reference_run, tmp_path):
+    output_dir = str(tmp_path / "two_replicas")
+    argv = judged_flags(reverse_data, output_dir, reference_run) + ["--worker_gpu=2"]
+    run = subprocess.run([sys.executable, "-c", TWO_REPLICAS, *argv], env=ENV, capture_output=True, text=True)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert "2 replica(s)" in run.stdout
+    check_judged_run(output_dir, reference_run, [run.stdout])

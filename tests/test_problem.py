@@ -293,3 +293,35 @@ def test_cli_generates_the_base_problems_files_for_rev(tmp_path, capsys, monkeyp
         datagen_cli.main([])
     assert "algorithmic_reverse-train-00000-of-00002" in os.listdir(data_dir)
     assert "algorithmic_reverse train: wrote 200 pairs; dropped 0." in capsys.readouterr().out
+
+
+def test_vocab_from_encodes_a_new_corpus_with_another_problems_vocabulary(generated, tmp_path, capsys):
+    """t2t-datagen --vocab_from (a warm start's data): the given vocabulary is copied under this problem's name,
+    the new corpus is encoded with it, and a data_dir holding another vocabulary is refused, not overwritten."""
+    _, source_dir, _ = generated
+    vocab_file = os.path.join(source_dir, TinyFiles().vocab_filename())
+    tmp_dir, data_dir = str(tmp_path / "raw"), str(tmp_path / "data")
+    pairs = [(f"{source} again", f"{target} wieder") for source, target in sentence_pairs()[:40]]
+    for split in ("train", "dev"):
+        write_corpus(tmp_dir, split, pairs)
+    problem = TinyFiles()
+    datagen.generate(problem, data_dir, tmp_dir, vocab_from=vocab_file)
+    assert f"Using the vocabulary {vocab_file}" in capsys.readouterr().out
+    copied = os.path.join(data_dir, problem.vocab_filename())
+    assert open(copied, "rb").read() == open(vocab_file, "rb").read()
+    processor = sentencepiece.SentencePieceProcessor(model_file=vocab_file)
+    inputs, _ = read_records(tf.io.gfile.glob(problem.filepattern(data_dir, "dev"))[0])[0]
+    assert processor.decode(inputs[:-1]) in [source for source, _ in pairs]
+
+    other = str(tmp_path / "other.model")
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter([s for pair in pairs for s in pair] * 3),
+        model_prefix=other[: -len(".model")],
+        vocab_size=60,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=rf"--vocab_from={other}: {copied} exists and is another vocabulary"):
+        datagen.generate(problem, data_dir, tmp_dir, vocab_from=other)
+    assert open(copied, "rb").read() == open(vocab_file, "rb").read()
+    with pytest.raises(ValueError, match="problem algorithmic_reverse has no vocabulary file"):
+        datagen.generate(AlgorithmicReverse(), str(tmp_path / "alg"), tmp_dir, vocab_from=vocab_file)

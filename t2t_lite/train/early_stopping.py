@@ -114,17 +114,19 @@ def chief_value(strategy, value: float, is_chief: bool) -> float:
 
     Each worker evaluates the same dev batches with the same weights; sharing the chief's
     figure keeps their decisions (and so the step they stop at) equal even where hosts round
-    differently. One process: `value` itself.
+    differently. A sum over all replicas in which only the chief's replicas count (each a
+    1/replicas share of it). One process: `value` itself.
     """
     if not distribution.is_multi_worker():
         return value
-    mine = tf.constant(value if is_chief else -math.inf, tf.float64)
-    return float(_all_reduce_max(strategy, mine).numpy())
+    share = value / len(strategy.extended.worker_devices) if is_chief else 0.0
+    return float(_all_reduce_sum(strategy, tf.constant(share, tf.float64)).numpy())
 
 
 @tf.function
-def _all_reduce_max(strategy, value):
+def _all_reduce_sum(strategy, value):
     def replica_fn():
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MAX, value)
+        # A copy on the replica's own device: the all-reduce sends from and to the replicas' devices.
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(value))
 
     return strategy.experimental_local_results(strategy.run(replica_fn))[0]

@@ -262,7 +262,7 @@ def train_and_evaluate(
         elif settings.schedule == "evaluate":
             raise checkpoints.CheckpointError(f"--output_dir={output_dir}: no checkpoint to evaluate.")
         elif source:
-            source_step = warm_start.restore(model, source)
+            source_step = warm_start.restore(model, source, settings.model_name)
             log(
                 f"Warm start from {source} (step {source_step}): its model weights; a fresh optimizer, "
                 f"step 0 and eq. 3 from the start of its warm-up."

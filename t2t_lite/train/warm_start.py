@@ -1,8 +1,8 @@
 """Warm start: a new run that begins from another run's weights (fine-tuning, tensor2tensor's --warm_start_from).
 
 Not the paper (§5 trains each model from scratch); what a researcher does next with a trained
-model: adapt it to in-domain data. The new run, in its own `--output_dir`, restores the
-source checkpoint's model weights only; its optimizer (Adam's moments), step counter, eq. 3
+model: adapt it to in-domain data. The new run, in its own `--output_dir`, takes the
+source checkpoint's trainable weights only; its optimizer (Adam's moments), step counter, eq. 3
 schedule (warm-up from step 1 again), data position and dropout seeds start afresh, so its
 first update is θ_source moved by a fresh Adam step at lrate(1).
 
@@ -106,12 +106,21 @@ def check_resumed(output_dir: str, prefix: str) -> None:
         )
 
 
-def restore(model, prefix: str) -> int:
-    """Restores the source's model weights into `model` (built); returns the source's step."""
+def restore(model, prefix: str, model_name: str) -> int:
+    """Sets `model`'s trainable weights (built) to the source's; returns the source's step.
+
+    The source's model is rebuilt from its own hparams.json and restored whole, then its weights
+    are copied in order: with another dropout rate the two models differ in their dropout
+    seed-generator states (a rate of 0 has none), which the new run draws afresh from its seed.
+    """
+    source_hparams = model_info.read_hparams(os.path.dirname(prefix))
+    source = model_info.build_model(source_hparams, model.vocab_size, model_name)
     try:
-        checkpoints.restore_weights(model, prefix, flag="--warm_start_from")
+        checkpoints.restore_weights(source, prefix, flag="--warm_start_from")
     except checkpoints.CheckpointError as error:
         raise WarmStartError(f"--warm_start_from: {error}") from None
+    for weight, trained in zip(model.trainable_variables, source.trainable_variables, strict=True):
+        weight.assign(trained)
     return checkpoints.checkpoint_step(prefix)
 
 
