@@ -161,6 +161,21 @@ class TrainingBatches:
                 )
             self._iterator = iter(self.strategy.distribute_datasets_from_function(self._dataset, options))
 
+    def stopper(self):
+        """An ExitStack callback that stops the input pipelines, unless a TF_CONFIG worker finished.
+
+        Such a worker ends at `distribution.leave_cluster`'s os._exit right after, which stops them
+        too, whereas stopping them here waits for their prefetching to wind down: up to seconds at
+        the end of a short run, while every other worker waits for it at the exit barrier. A worker
+        that stops on an error, and a run without TF_CONFIG, stop them here.
+        """
+
+        def stop(error_type, error, traceback):
+            if error_type is not None or not distribution.is_multi_worker():
+                self.close()
+
+        return stop
+
     def close(self) -> None:
         """Stops the input pipelines now: their prefetching threads end here, not at some later garbage collection.
 

@@ -247,3 +247,10 @@ class RunLength:
         tf.io.gfile.makedirs(destination)
         tf.io.gfile.rename(path, os.path.join(destination, PLAN_FILE), overwrite=True)
         log(f"Moved {path} to {destination}, as {reason}; the run's length is fitted anew.")
+
+
+def duration(seconds: float) -> str:
+    """h:mm:ss, as the trainer's ETA shows it."""
+    minutes, seconds = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"

@@ -31,18 +31,17 @@ import shutil
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data import datagen, input_pipeline
+from t2t_lite.data import datagen
 from t2t_lite.train import (
     best_checkpoint,
     checkpoints,
     cpu_features,
     distribution,
     early_stopping,
+    evaluation,
     flops,
-    loss,
     model_info,
     replica_input,
     run_length,
@@ -59,21 +58,6 @@ SCHEDULES = ("train", "evaluate", "train_and_evaluate")
 
 class TrainingError(RuntimeError):
     """Training cannot go on (a NaN or infinite loss); the latest checkpoint is the last good one."""
-
-
-# -- Evaluation -------------------------------------------------------------------------
-def evaluate(steps: StepFunctions, problem, data_dir, hparams, eval_steps: int = 0) -> dict:
-    """Loss, perplexity and token/sequence accuracy on the dev split (`eval_steps` batches, 0 = all)."""
-    dataset = input_pipeline.batched_dataset(problem, "dev", data_dir, hparams, shuffle=False, repeat=False)
-    if eval_steps:
-        dataset = dataset.take(eval_steps)
-    totals = None
-    for batch in dataset:
-        sums = {name: value.numpy().astype(np.float64) for name, value in steps.eval_step(batch).items()}
-        totals = sums if totals is None else {name: totals[name] + sums[name] for name in sums}
-    if totals is None:
-        raise ValueError(f"Problem {problem.name}: the dev split in {data_dir} gives no batches.")
-    return loss.eval_metrics(totals)
 
 
 # -- The entry point ------------------------------------------------------------------------
@@ -122,29 +106,19 @@ class _Training:
     run_steps: run_length.RunLength
     vocab_size: int
     log: object
-    best: early_stopping.BestSoFar
-    rule: EarlyStopping
+    judge: evaluation.Judge
     dev_scorers: tuple = ()  # more dev metrics: callables model -> {name: value} (t2t_lite.decode.dev_bleu)
-    is_chief: bool = True
     micro_batches: int = 1  # k of §5.1's ~25,000-token batches: micro-batches accumulated per update
     stopped_early: bool = False
 
     def evaluate_and_log(self, eval_steps: int) -> dict:
         step = int(self.steps.optimizer.iterations.numpy())
-        metrics = evaluate(self.steps, self.problem, self.data_dir, self.hparams, eval_steps)
-        for scorer in self.dev_scorers:
-            metrics.update(scorer(self.steps.model))
+        metrics = evaluation.evaluate(
+            self.steps, self.problem, self.data_dir, self.hparams, eval_steps, self.dev_scorers
+        )
         self.log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
         write_scalars(tf.summary.create_file_writer(os.path.join(self.save_dir, "eval")), step, metrics)
         return metrics
-
-    def judge(self, step: int, metrics: dict) -> bool:
-        """Keeps best/ when the evaluation at `step` is the best yet; returns whether the run stops early."""
-        value = early_stopping.chief_value(self.steps.strategy, metrics[self.rule.metric], self.is_chief)
-        if self.best.update(self.rule, step, value):
-            prefix = best_checkpoint.keep(self.steps.model, self.save_dir, self.rule.metric, value, step)
-            self.log(f"Best {self.rule.metric} so far ({value:.4f}): kept as {prefix}.")
-        return self.best.stops(self.rule, step)
 
 
 def train_and_evaluate(
@@ -239,7 +213,7 @@ def train_and_evaluate(
         cluster_started()
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = replica_input.TrainingBatches(problem, data_dir, hparams, settings.random_seed, strategy, log)
-        held.push(_pipelines_stopper(batches))
+        held.push(batches.stopper())
         checkpoint = checkpoints.training_checkpoint(
             model, optimizer, data_epoch=batches.epoch, data_batches_taken=batches.batches_taken
         )
@@ -274,10 +248,11 @@ def train_and_evaluate(
         model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
         best_checkpoint.complete(save_dir)  # a replacement of best/ that a kill interrupted
+        judge = evaluation.Judge(rule, best, save_dir, distribution.is_chief(strategy), log)
         training = _Training(
-            problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, best, rule
+            problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, judge
         )
-        training.dev_scorers, training.is_chief = tuple(dev_scorers), distribution.is_chief(strategy)
+        training.dev_scorers = tuple(dev_scorers)
         if settings.schedule == "evaluate":
             return training.evaluate_and_log(settings.eval_steps)
         training.micro_batches = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
@@ -309,22 +284,6 @@ def train_and_evaluate(
     return metrics
 
 
-def _pipelines_stopper(batches: replica_input.TrainingBatches):
-    """An ExitStack callback that stops `batches`' input pipelines, unless a TF_CONFIG worker finished.
-
-    Such a worker ends at `distribution.leave_cluster`'s os._exit right after, which stops them
-    too, whereas stopping them here waits for their prefetching to wind down: up to seconds at
-    the end of a short run, while every other worker waits for it at the exit barrier. A worker
-    that stops on an error, and a run without TF_CONFIG, stop them here as before.
-    """
-
-    def stop(error_type, error, traceback):
-        if error_type is not None or not distribution.is_multi_worker():
-            batches.close()
-
-    return stop
-
-
 def _train_loop(training: _Training, settings: RunSettings) -> dict:
     """Updates until the run's end (or train_minutes); a line and TensorBoard scalars every summary_steps."""
     steps, run_steps, log = training.steps, training.run_steps, training.log
@@ -338,8 +297,7 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
     metrics, started = {}, time.time()
     window_start, window_tokens = started, 0.0
     run_steps.start_clock(started)
-    if training.best.stopped_before(training.rule, step):  # a rerun of a run that stopped early
-        log(training.best.stop_line(training.rule, step) + " Nothing to train: raise --eval_early_stopping_steps.")
+    if training.judge.stopped_before(step):  # a rerun of a run that stopped early
         training.stopped_early = True
         return {}
     while step < run_steps.end:
@@ -379,14 +337,14 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
                 remaining = max(0.0, min(remaining, started + 60.0 * settings.train_minutes - now))
             log(
                 f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
-                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {_duration(remaining)}"
+                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {run_length.duration(remaining)}"
             )
             window_start, window_tokens = now, 0.0
         # Evaluated before the save, so that the checkpoint of an evaluated step holds its judgement.
         stopped_early = False
         if eval_frequency and (step % eval_frequency == 0 or finished):
             metrics = training.evaluate_and_log(settings.eval_steps)
-            stopped_early = training.judge(step, metrics)
+            stopped_early = training.judge(steps, step, metrics)
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
         if step != saved_step and (saving.due(step, time.time()) or finished or stopped_early):
@@ -394,7 +352,7 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
             saved_step = step
             saving.saved(time.time())
         if stopped_early:
-            log(training.best.stop_line(training.rule, step) + f" Saved {training.manager.latest_checkpoint}.")
+            log(training.judge.stop_line(step) + f" Saved {training.manager.latest_checkpoint}.")
             training.stopped_early = True
             break
         if out_of_time:
@@ -406,12 +364,6 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
                 log(warning)
             break
     return metrics
-
-
-def _duration(seconds: float) -> str:
-    minutes, seconds = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{seconds:02d}"
 
 
 def _one_update(steps, batches, micro_batches) -> tuple:
