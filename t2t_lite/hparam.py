@@ -14,6 +14,7 @@ Named sets (`transformer_base`, ...) live in `hparams/` and are registered with
 import dataclasses
 import difflib
 import json
+import math
 import typing
 
 POSITION_ENCODINGS = ("timing", "emb")
@@ -128,10 +129,14 @@ class HParams:
 
     @classmethod
     def from_json(cls, text: str) -> "HParams":
-        values = json.loads(text)
-        for name in values:
-            cls._check_name(name)
-        return cls(**values)
+        """The HParams `to_json` wrote; HParamsError names what is not JSON, an unknown name or a mistyped value."""
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise HParamsError(f"not JSON ({error})") from None
+        if not isinstance(values, dict):
+            raise HParamsError(f"holds {_JSON_TYPES[type(values)]}, not a JSON object of hparam names and values")
+        return cls(**{name: _json_value(cls, name, value) for name, value in values.items()})
 
     # -- Validation -------------------------------------------------------------------
     @classmethod
@@ -185,8 +190,14 @@ class HParams:
             fail("activation_dtype", f"must be one of {ACTIVATION_DTYPES}")
         if self.beam_size < 1:
             fail("beam_size", "must be at least 1")
-        if self.length_bucket_step <= 1.0:
+        if not self.length_bucket_step > 1.0:  # also catches NaN
             fail("length_bucket_step", "must be greater than 1")
+        if not 0.0 <= self.alpha < math.inf:
+            fail("alpha", "must be a finite number ≥ 0 (the length penalty's exponent; 0 = none)")
+        if not self.layer_norm_epsilon > 0.0:
+            fail("layer_norm_epsilon", "must be positive")
+        if self.min_length_bucket < 1:
+            fail("min_length_bucket", "must be at least 1")
 
 
 def check_name(config_class, name: str) -> None:
@@ -216,6 +227,25 @@ def parse_overrides(config_class, overrides: str) -> dict:
             raise HParamsError(f"hparam {name} is given twice ({name}={changes[name]!r} and {item!r}); keep one.")
         changes[name] = _parse_value(config_class, name, text)
     return changes
+
+
+# The JSON names of what json.loads gives, and of what each field type takes.
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}
+_JSON_TYPES.update({bool: "true or false", type(None): "null"})
+_EXPECTED_IN_JSON = {int: "a whole number", float: "a number", bool: "true or false", str: "a string"}
+
+
+def _json_value(config_class, name: str, value):
+    """A value read from JSON as the field's type: an int field takes 128 (or 128.0), never 128.5 or "128"."""
+    check_name(config_class, name)
+    kind = typing.get_type_hints(config_class)[name]
+    if kind is float and type(value) in (int, float):
+        return float(value)
+    if kind is int and type(value) is float and value.is_integer():
+        return int(value)
+    if type(value) is kind:
+        return value
+    raise HParamsError(f"hparam {name}={json.dumps(value)}: expected {_EXPECTED_IN_JSON[kind]}")
 
 
 def _parse_value(config_class, name: str, text: str):

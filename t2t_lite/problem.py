@@ -94,7 +94,9 @@ class Problem(abc.ABC):
         `share=(index, count)` reads only the shards index::count (in name order): one
         training replica's own files (`t2t_lite.train.replica_input`).
         `hparams` is accepted for tensor2tensor's signature; batching by hparams
-        happens in `t2t_lite.data.input_pipeline.batched_dataset`.
+        happens in `t2t_lite.data.input_pipeline.batched_dataset`. The shards of a split other
+        than "train" are read through first, so a damaged one stops with its name
+        (`datagen.DamagedShardError`); the training pipeline names one when a read fails.
         """
         del hparams
         files = datagen.complete_shards(data_dir, self.base_name, mode)
@@ -111,6 +113,8 @@ class Problem(abc.ABC):
                     f"in {data_dir} holds no file."
                 )
             files = files[index::count]
+        if mode != "train":  # read in full: a damaged shard is named now, not by a read error naming no file
+            datagen.check_shards(files)
         if shuffle_files is None:
             shuffle_files = mode == "train"
         filenames = tf.data.Dataset.from_tensor_slices(files)

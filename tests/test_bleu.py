@@ -69,6 +69,30 @@ def test_mismatched_line_counts_name_both_files_and_counts(tmp_path):
         bleu.evaluate_files(translation, reference)
 
 
+def test_two_empty_files_stop_in_one_line(tmp_path):
+    """sacrebleu raises IndexError on no lines; there is nothing to score, and the tool says so."""
+    translation, reference = str(tmp_path / "hyp"), str(tmp_path / "ref")
+    for path in (translation, reference):
+        open(path, "w").close()
+    with pytest.raises(bleu.LineCountError, match="hyp and --reference=.*ref are empty: there is no line to score"):
+        bleu.evaluate_files(translation, reference)
+    result = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(REPO, "bin", "t2t-bleu"),
+            f"--translation={translation}",
+            f"--reference={reference}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"{translation} and --reference={reference} are empty: there is no line to score."
+    )
+
+
 @pytest.mark.parametrize(
     "text, tokens",
     [

@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_trainer import logged_scalars
+from test_trainer import logged_scalars, run_cli
 
+from t2t_lite.data import datagen
 from t2t_lite.train import distribution
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -220,6 +221,43 @@ def test_tf_config_selects_multi_worker(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="TF_CONFIG"):
         distribution.strategy_for(1)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("[1, 2]", r'TF_CONFIG=\[1, 2\]: not a JSON object of the form \{"cluster"'),
+        ('"worker"', 'TF_CONFIG="worker": not a JSON object'),
+        ('{"cluster": {"worker": "a:1"}}', 'TF_CONFIG\'s "cluster": .* must map "worker"'),
+        ('{"cluster": {"ps": ["a:1"], "worker": ["b:1"]}}', "t2t-trainer runs no other task types"),
+        (
+            '{"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "chief", "index": 0}}',
+            r'"task": \{"type": "chief", "index": 0\} is not one of its cluster\'s tasks \(\{"type": "worker", '
+            r'"index": 0\}, \{"type": "worker", "index": 1\}\)',
+        ),
+        ('{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}}', "is not one of its cluster"),
+        ('{"cluster": {"worker": ["a:1"]}}', 'TF_CONFIG has no "task"'),
+        ('{"task": {"type": "worker", "index": 0}}', r"cluster's tasks \(none\)"),
+    ],
+)
+def test_a_tf_config_that_names_no_task_of_its_cluster_stops_before_any_work(monkeypatch, config, message):
+    """Not an object: TensorFlow's resolver fails with an AttributeError; a task not in its cluster trains alone."""
+    monkeypatch.setenv("TF_CONFIG", config)
+    with pytest.raises(ValueError, match=message):
+        distribution.check_strategy(1)
+
+
+def test_the_trainer_stops_on_such_a_tf_config_writing_nothing(monkeypatch, tmp_path):
+    data_dir = str(tmp_path)
+    with tf.io.TFRecordWriter(datagen.shard_filenames(data_dir, "algorithmic_reverse", "train", 1)[0]) as writer:
+        writer.write(datagen.example_proto([3, 4, 1], [4, 3, 1]))
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}')
+    flags = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--data_dir={data_dir}"]
+    flags.append("--schedule=train")
+    with pytest.raises(Exception, match='TF_CONFIG "task": .* is not one of its cluster') as error:
+        run_cli(flags + [f"--output_dir={tmp_path / 'train'}"])
+    assert "UsageError" in type(error.value).__name__  # one line, exit 1
+    assert not os.path.exists(tmp_path / "train")
 
 
 def test_time_bounds_are_refused_across_workers(monkeypatch):

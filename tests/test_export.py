@@ -282,9 +282,10 @@ def test_saved_model_cli_lists_both_signatures(setup):
     )
     assert process.returncode == 0, process.stderr[-3000:]
     text = " ".join(process.stdout.split())
+    # Inputs are declared of any rank and checked in the graph (test_an_input_of_another_rank_is_refused).
     for signature, input_type, input_shape, output_type in (
-        ("serving_default", "DT_STRING", "(-1)", "DT_STRING"),
-        ("translate_ids", "DT_INT32", "(-1, -1)", "DT_INT32"),
+        ("serving_default", "DT_STRING", "unknown_rank", "DT_STRING"),
+        ("translate_ids", "DT_INT32", "unknown_rank", "DT_INT32"),
     ):
         section = text.split(f"signature_def['{signature}']")[1].split("signature_def[")[0]
         assert f"inputs['inputs'] tensor_info: dtype: {input_type} shape: {input_shape}" in section
@@ -294,7 +295,7 @@ def test_saved_model_cli_lists_both_signatures(setup):
     assert "outputs['input_not_utf8'] tensor_info: dtype: DT_BOOL shape: (-1)" in text
     section = text.split("signature_def['score']")[1].split("signature_def[")[0]
     for name in ("inputs", "targets"):
-        assert f"inputs['{name}'] tensor_info: dtype: DT_STRING shape: (-1)" in section
+        assert f"inputs['{name}'] tensor_info: dtype: DT_STRING shape: unknown_rank" in section
     assert "outputs['scores'] tensor_info: dtype: DT_FLOAT shape: (-1)" in section
     assert "outputs['token_scores'] tensor_info: dtype: DT_FLOAT shape: (-1, -1)" in section
 
@@ -400,6 +401,46 @@ def test_empty_batch_returns_an_empty_batch(loaded_export):
     for width in (0, 5):
         ids = loaded_export.signatures["translate_ids"](inputs=tf.zeros([0, width], tf.int32))
         assert {name: value.shape[0] for name, value in ids.items()} == dict.fromkeys(ids, 0)
+
+
+TEXT_RANK = r"expected string \[batch\], one sentence per element; got shape\] \[{}\]"
+
+
+@pytest.mark.parametrize(
+    "signature, inputs, expected",
+    [
+        ("serving_default", {"inputs": [["die katze"], ["der hund"]]}, "inputs: " + TEXT_RANK.format("2 1")),
+        ("serving_default", {"inputs": "die katze"}, "inputs: " + TEXT_RANK.format("")),
+        ("sample", {"inputs": [["die katze"]]}, "inputs: " + TEXT_RANK.format("1 1")),
+        ("score", {"inputs": ["die katze"], "targets": [["katze die"]]}, "targets: " + TEXT_RANK.format("1 1")),
+        ("translate_prefix", {"inputs": [["die katze"]], "prefixes": [""]}, "inputs: " + TEXT_RANK.format("1 1")),
+        ("translate_ids", {"inputs": [3, 4, 1]}, r"expected int32 \[batch, length\], .*got shape\] \[3\]"),
+        ("translate_ids", {"inputs": [[[3, 4, 1]]]}, r"expected int32 \[batch, length\], .*got shape\] \[1 1 3\]"),
+    ],
+    ids=["text-2", "text-0", "sample-2", "score-2", "prefix-2", "ids-1", "ids-3"],
+)
+def test_an_input_of_another_rank_is_refused(loaded_export, signature, inputs, expected):
+    """Declared [batch], such an input went through (TF Serving does not check a declared shape) and gave
+    outputs of mixed ranks; the signatures check the rank in the graph and name the input."""
+    tensors = {
+        name: tf.constant(value, tf.int32 if signature == "translate_ids" else tf.string)
+        for name, value in inputs.items()
+    }
+    with pytest.raises(tf.errors.InvalidArgumentError, match=expected):
+        loaded_export.signatures[signature](**tensors)
+
+
+def test_tf_servings_path_refuses_another_rank_too(setup):
+    """A session fed by tensor name, as TF Serving's C++ loader runs the graph: no shape check before the graph's."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        signature = tf.compat.v1.saved_model.load(session, ["serve"], setup["version_dir"]).signature_def[
+            "serving_default"
+        ]
+        fetch = signature.outputs["outputs"].name
+        assert len(session.run(fetch, {signature.inputs["inputs"].name: ["der hund", "die katze"]})) == 2
+        with pytest.raises(tf.errors.InvalidArgumentError, match="inputs: " + TEXT_RANK.format("2 1")):
+            session.run(fetch, {signature.inputs["inputs"].name: [["der hund"], ["die katze"]]})
 
 
 def is_utf8(raw: bytes) -> bool:

@@ -54,6 +54,12 @@ def test_unparsable_value_names_the_hparam(override):
         "optimizer_adam_epsilon=0",
         "clip_grad_norm=-1",
         "learning_rate_decay_steps=-1",
+        "alpha=-1",
+        "alpha=nan",
+        "alpha=inf",
+        "length_bucket_step=nan",
+        "layer_norm_epsilon=0",
+        "min_length_bucket=0",
     ],
 )
 def test_out_of_range_values_are_rejected(override):
@@ -79,6 +85,34 @@ def test_json_round_trip():
 def test_json_with_unknown_name_is_an_error():
     with pytest.raises(HParamsError):
         HParams.from_json('{"hidden_sise": 3}')
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", r"not JSON \(Expecting value: line 1 column 1"),
+        ('{"hidden_size": 512', "not JSON"),
+        ("[512, 2048]", "holds an array, not a JSON object of hparam names and values"),
+        ('"transformer_base"', "holds a string, not a JSON object"),
+        ('{"hidden_size": "big"}', 'hparam hidden_size="big": expected a whole number'),
+        ('{"hidden_size": 128.5}', "hparam hidden_size=128.5: expected a whole number"),
+        ('{"xla_compile": 1}', "hparam xla_compile=1: expected true or false"),
+        ('{"pos": null}', "hparam pos=null: expected a string"),
+        ('{"alpha": "0.6"}', 'hparam alpha="0.6": expected a number'),
+        ('{"hidden_size": -512}', "hparam hidden_size=-512: must be positive"),
+    ],
+)
+def test_json_that_is_not_hparams_names_what_is_wrong(text, message):
+    """What a damaged or hand-edited hparams.json holds: the error names the field (the file: model_info)."""
+    with pytest.raises(HParamsError, match=message):
+        HParams.from_json(text)
+
+
+def test_json_numbers_take_the_fields_types():
+    """JSON has one number type: 128.0 is a whole number for an int field, 1 a number for a float one."""
+    hp = HParams.from_json('{"hidden_size": 128.0, "alpha": 1, "learning_rate_warmup_steps": 4e3}')
+    assert (hp.hidden_size, hp.alpha, hp.learning_rate_warmup_steps) == (128, 1.0, 4000)
+    assert type(hp.hidden_size) is int and type(hp.alpha) is float
 
 
 def test_zero_means_hidden_size_for_key_and_value_channels():

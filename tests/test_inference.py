@@ -88,6 +88,24 @@ def test_settings_hparams_then_problem_then_flag(trained):
         decode_hparams(base, problem, "beam_sise=5")
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ("alpha=-1", r"alpha=-1.0: the length penalty's exponent must be a finite number ≥ 0"),
+        ("alpha=nan", "alpha=nan: the length penalty's exponent"),
+        ("alpha=inf", "alpha=inf: the length penalty's exponent"),
+        ("sampling_method=random,sampling_temp=nan", "sampling_temp must be ≥ 0 and finite"),
+        ("sampling_method=random,sampling_temp=inf", "sampling_temp must be ≥ 0 and finite"),
+        ("beam_size=0", "beam_size and batch_size must be ≥ 1"),
+        ("max_input_size=1", "max_input_size 0 .* or ≥ 2"),
+    ],
+)
+def test_nonsense_decode_settings_are_refused_naming_the_flag(overrides, message):
+    """α=-1, NaN or ∞ and a NaN or ∞ temperature, once decoded with, stop at the flag."""
+    with pytest.raises(HParamsError, match=f"^--decode_hparams: .*{message}"):
+        decode_hparams(registry.hparams("transformer_base"), registry.problem("translate_files"), overrides)
+
+
 def test_learned_positions_stop_a_line_longer_than_their_table(trained):
     """pos=emb has max_length + extra_length positions; a line that would need more is named, not decoded."""
     problem, _, data_dir, _ = trained
@@ -162,6 +180,18 @@ def test_cli_decodes_the_test_split_with_inputs_and_targets(trained):
     decodes, inputs, targets = (read_input_lines(f"{base}.{kind}") for kind in ("decodes", "inputs", "targets"))
     assert len(decodes) == len(inputs) == len(targets) == 12
     assert all(target == " ".join(reversed(line.split())) for line, target in zip(inputs, targets))
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_cli_names_a_damaged_shard_of_the_split_it_decodes(trained, tmp_path, split):
+    _, _, data_dir, output_dir = trained
+    shutil.copytree(data_dir, tmp_path / "data")
+    shard = datagen.complete_shards(str(tmp_path / "data"), "algorithmic_reverse", split)[0]
+    os.truncate(shard, os.path.getsize(shard) // 2)
+    flags = [f"--data_dir={tmp_path / 'data'}", f"--output_dir={output_dir}", f"--decode_split={split}"]
+    with pytest.raises(decoder_cli.t2t_flags.UsageError, match=rf"^--decode_split={split}: {shard}: record \d+ is"):
+        run_decoder("--problem=algorithmic_reverse", *flags, f"--decode_to_file={tmp_path / 'out'}")
+    assert not os.path.exists(tmp_path / "out")
 
 
 def attention_decoder_flags(data_dir, output_dir, tmp_path):

@@ -4,6 +4,8 @@ Exercised through `translate_files` on a small corpus the test writes.
 """
 
 import os
+import pathlib
+import shutil
 
 import pytest
 import sentencepiece
@@ -169,6 +171,23 @@ def test_unknown_mode_and_missing_data(generated, tmp_path):
         TinyFiles().dataset("validation", data_dir)
     with pytest.raises(FileNotFoundError, match="t2t-datagen --problem=tiny_files"):
         TinyFiles().dataset("train", str(tmp_path))
+
+
+def test_a_damaged_dev_shard_is_named_and_rewritten_as_the_message_says(generated, tmp_path):
+    """A changed byte (its checksum fails) is named before the split is read; removing the file and rerunning
+    t2t-datagen, as the message says, writes it again byte for byte."""
+    _, data_dir, tmp_dir = generated
+    copy = tmp_path / "data"
+    shutil.copytree(data_dir, copy)
+    (dev,) = datagen.complete_shards(str(copy), "tiny_files", "dev")
+    damaged = bytearray(pathlib.Path(dev).read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    pathlib.Path(dev).write_bytes(damaged)
+    with pytest.raises(datagen.DamagedShardError, match=rf"^{dev}: record \d+ is damaged \(corrupted record at \d+\)"):
+        TinyFiles().dataset("dev", str(copy))
+    os.remove(dev)
+    datagen.generate(TinyFiles(), str(copy), tmp_dir)
+    assert pathlib.Path(dev).read_bytes() == pathlib.Path(data_dir, os.path.basename(dev)).read_bytes()
 
 
 def test_registered_problem_and_its_defaults():

@@ -3,6 +3,7 @@
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -127,6 +128,24 @@ def test_files_that_give_no_batch_stop_instead_of_looping(marked_data):
     )
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"train shards 0::1 in .* give no batches"):
         batches.next()
+    batches.close()
+
+
+def test_a_shard_cut_mid_record_stops_training_naming_it(marked_data, tmp_path):
+    """TensorFlow's DataLossError ("truncated record at N") names no file; the error names the shard and record."""
+    for name in os.listdir(marked_data):
+        shutil.copy(os.path.join(marked_data, name), tmp_path)
+    cut = datagen.shard_filenames(str(tmp_path), "algorithmic_reverse", "train", len(SHARD_SIZES))[2]
+    os.truncate(cut, os.path.getsize(cut) - 3)  # into the last record's checksum: a copy cut short
+    batches = replica_input.TrainingBatches(
+        registry.problem("algorithmic_reverse"), str(tmp_path), hparams(), 1, tf.distribute.get_strategy()
+    )
+    with pytest.raises(
+        datagen.DamagedShardError,
+        match=rf"^{cut}: record {SHARD_SIZES[2]} is damaged \(truncated record at \d+\).*rerun t2t-datagen",
+    ):
+        for _ in range(10):  # the first batch needs the whole epoch in the shuffle buffer
+            batches.next()
     batches.close()
 
 

@@ -10,6 +10,7 @@ from t2t_lite.data.vocabulary import (
     EOS_ID,
     PAD_ID,
     UNK_ID,
+    DamagedVocabularyError,
     SymbolVocabulary,
     Vocabulary,
     normalize_text,
@@ -114,6 +115,20 @@ def test_missing_vocabulary_says_how_to_create_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="t2t-datagen"):
         Vocabulary(str(tmp_path / "vocab.nothing.model"))
     assert not os.path.exists(tmp_path / "vocab.nothing.model")
+
+
+@pytest.mark.parametrize("damage", ["cut in half", "empty", "garbage"])
+def test_a_damaged_vocabulary_is_named_with_what_to_do(vocabulary, tmp_path, damage):
+    """SentencePiece says only "INTERNAL: ... ParseFromArray"; every tool stops on this error in one line."""
+    with open(vocabulary.model_path, "rb") as file:
+        model = file.read()
+    damaged = {"cut in half": model[: len(model) // 2], "empty": b"", "garbage": b"not a model\n" * 40}[damage]
+    path = tmp_path / "vocab.test.model"
+    path.write_bytes(damaged)
+    with pytest.raises(DamagedVocabularyError, match=f"Vocabulary {path} .* is not a SentencePiece model") as error:
+        Vocabulary(str(path))
+    assert "Restore it from a copy" in str(error.value) and "t2t-datagen with --overwrite" in str(error.value)
+    assert isinstance(error.value, FileNotFoundError)  # what the tools catch for a missing vocabulary
 
 
 def test_symbol_vocabulary_in_python_and_in_graph():

@@ -17,7 +17,7 @@ import os
 from absl import app, flags
 
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.data import text_lines
+from t2t_lite.data import datagen, text_lines
 from t2t_lite.decode import decode_files, inference, scoring
 from t2t_lite.insights import attention_readout
 
@@ -92,7 +92,7 @@ def main(argv):
             translations = decode_files.decode_split(
                 model, problem, FLAGS.data_dir, FLAGS.decode_split, settings, output
             )
-        except (FileNotFoundError, inference.BadInputError) as error:
+        except (FileNotFoundError, inference.BadInputError, datagen.DamagedShardError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
         note = inference.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
         warning = _longer_than_trained(model, hparams, settings, translations, f"{FLAGS.decode_split} example")

@@ -105,6 +105,24 @@ def _train_sentencepiece(sentences, model, vocab_size, max_sentences):
     )
 
 
+class DamagedVocabularyError(FileNotFoundError):
+    """A vocabulary file that is no SentencePiece model; every tool stops on it as on a missing one."""
+
+
+def _processor(model_path: str, model_proto: bytes) -> sentencepiece.SentencePieceProcessor:
+    """SentencePiece's processor of the file's bytes; a file that holds no model stops, named."""
+    try:
+        if model_proto:  # an empty file would load as a model "not initialized", of no piece at all
+            return sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+    except RuntimeError:  # SentencePiece's "INTERNAL: ... ParseFromArray": a file cut short or overwritten
+        pass
+    raise DamagedVocabularyError(
+        f"Vocabulary {model_path} ({len(model_proto):,} bytes) is not a SentencePiece model: it was cut short or "
+        f"overwritten. Restore it from a copy (the data beside it, and the models trained on that data, were "
+        f"encoded with it); without one, rerun t2t-datagen with --overwrite and train again."
+    )
+
+
 class Vocabulary:
     """A SentencePiece model file: `encode`/`decode` in Python, `tokenizer` inside tf.data."""
 
@@ -117,7 +135,7 @@ class Vocabulary:
         self.model_path = model_path
         with open(model_path, "rb") as file:
             self.model_proto = file.read()
-        self._processor = sentencepiece.SentencePieceProcessor(model_proto=self.model_proto)
+        self._processor = _processor(model_path, self.model_proto)
         self._tokenizer = None
 
     @property

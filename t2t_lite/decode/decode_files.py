@@ -8,6 +8,7 @@ writes the split's sources and references, so `t2t-bleu` scores the run.
 import os
 import sys
 
+from t2t_lite.data import datagen
 from t2t_lite.decode import inference
 
 
@@ -47,6 +48,8 @@ def decode_split(
     scores the run.
     """
     vocabulary = problem.vocabulary(data_dir)
+    if split == "train":  # a damaged shard stops it, named (Problem.dataset checks the other splits itself)
+        datagen.check_shards(datagen.complete_shards(data_dir, problem.base_name, split))
     sources, references = [], []
     for example in problem.dataset(split, data_dir).as_numpy_iterator():
         sources.append(vocabulary.decode(example["inputs"]))

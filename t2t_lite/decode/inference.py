@@ -12,6 +12,7 @@ read back through the model, in `t2t_lite.insights.attention_readout`.
 """
 
 import dataclasses
+import math
 import time
 
 import keras
@@ -66,11 +67,12 @@ class DecodeHParams:
                 f"--decode_hparams: beam_size and batch_size must be ≥ 1, extra_length ≥ 0 and "
                 f"max_input_size 0 (no cut) or ≥ 2 (a token and EOS) (got {self})."
             )
+        check_length_penalty(self.alpha)
         if self.sampling_method not in ("argmax", "random"):
             raise ValueError(f"--decode_hparams: sampling_method={self.sampling_method}: use argmax or random.")
-        if self.sampling_temp < 0 or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
+        if not 0 <= self.sampling_temp < math.inf or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
             raise ValueError(
-                f"--decode_hparams: sampling_temp must be ≥ 0 and sampling_keep_top_k ≥ 1 or -1 (all) "
+                f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
                 f"(got {self.sampling_temp}, {self.sampling_keep_top_k})."
             )
         if self.num_samples < 1 or (self.num_samples > 1 and self.sampling_method != "random"):
@@ -93,6 +95,15 @@ class DecodeHParams:
     def writes_several(self) -> bool:
         """Whether an output line holds several hypotheses with their scores (return_beams or samples)."""
         return self.return_beams or self.num_samples > 1
+
+
+def check_length_penalty(alpha: float) -> None:
+    """Refuses an α of the length penalty that is negative, infinite or NaN (`--decode_hparams`)."""
+    if not 0.0 <= alpha < math.inf:  # NaN fails every comparison
+        raise ValueError(
+            f"--decode_hparams: alpha={alpha}: the length penalty's exponent must be a finite number ≥ 0 "
+            f"(0 = no penalty; the paper's 0.6)."
+        )
 
 
 def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:

@@ -43,7 +43,7 @@ _STEP_FILE = re.compile(r"^(?P<source>.+?)(?:-avg(?P<average_of>\d+))?-(?P<step>
 
 
 class LineCountError(ValueError):
-    """The translation and the reference do not have the same number of lines."""
+    """The translation and the reference do not have the same number of lines, or have none."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +82,10 @@ def _translation_lines(translation_path: str, reference: list, reference_path: s
         raise LineCountError(
             f"{translation_path} has {len(translation)} lines but --reference={reference_path} has "
             f"{len(reference)}; line i of one must translate line i of the other."
+        )
+    if not reference:  # sacrebleu has nothing to average over
+        raise LineCountError(
+            f"{translation_path} and --reference={reference_path} are empty: there is no line to score."
         )
     return translation
 

@@ -7,20 +7,11 @@ SavedModel whose graph holds the whole of `t2t-decoder`'s path:
     text -> whitespace normalization -> SentencePiece ids (+ EOS) -> beam search with the
     key/value cache (`t2t_lite.decode.beam_search.decode`) -> best hypothesis -> SentencePiece text
 
-Signatures (what `saved_model_cli show --all` lists and TF Serving serves):
-  serving_default  inputs: string [batch]        -> outputs: string [batch], scores: float32 [batch],
-                                                    input_truncated: bool [batch], input_not_utf8: bool [batch]
-  translate_ids    inputs: int32 [batch, length] -> outputs: int32 [batch, length], scores: float32 [batch],
-                                                    input_truncated: bool [batch]
-`translate_ids` is for clients that tokenize themselves: each row holds a sentence's
-SentencePiece ids, 0-padded, with or without a final EOS (ids 0 and 1 are dropped;
-ids beyond the vocabulary are an error); its `outputs` are the best hypothesis' ids as
-`decode_batch` returns them (EOS included unless the length limit was reached, then
-0-padded to the longest hypothesis of the batch). `scores` are log P(Y|X) / lp(Y) of the
-best hypothesis. An input string that is not valid UTF-8 is not translated: its
-`input_not_utf8` is true, its output "" and its score -inf, and the rest of the batch
-translates as usual (one bad sentence never fails a batch TF Serving merged from
-several clients). An empty batch returns empty outputs.
+Signatures (what `saved_model_cli show --all` lists and TF Serving serves), in
+`t2t_lite.serve.serving_signatures`: `serving_default` (string [batch] in, translations,
+scores, input_truncated and input_not_utf8 out), `translate_ids` (int32 [batch, length] of
+subword ids), `score`, `translate_prefix` and `sample`; `export_config` lists each one's
+inputs and outputs. An input of another rank is refused with InvalidArgumentError.
 
 `--decode_hparams=xla=true` compiles the beam search with XLA (`beam_search.decode` with
 static shapes, as `t2t-decoder --decode_hparams=xla=true`): inputs are padded to the
@@ -48,6 +39,7 @@ renamed into place, so a server never sees half an export.
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -55,11 +47,12 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.vocabulary import EOS_ID, normalize_text_in_graph
-from t2t_lite.decode import beam_search, inference, quantization, sampling, scoring
+from t2t_lite.data.vocabulary import EOS_ID
+from t2t_lite.decode import inference, quantization
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.serve import serving_warmup, xla_buckets
+from t2t_lite.serve.serving_signatures import serving_module
 from t2t_lite.train import checkpoints, model_info
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
@@ -68,7 +61,6 @@ IDS_SIGNATURE = "translate_ids"
 SCORE_SIGNATURE = "score"
 PREFIX_SIGNATURE = "translate_prefix"
 SAMPLE_SIGNATURE = "sample"
-PAD_ID = 0
 
 
 class ExportError(RuntimeError):
@@ -94,9 +86,11 @@ class ExportHParams:
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
-        if self.sampling_temp < 0 or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
+        inference.check_length_penalty(self.alpha)
+        if not 0 <= self.sampling_temp < math.inf or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
             raise ValueError(
-                f"--decode_hparams: sampling_temp must be ≥ 0 and sampling_keep_top_k ≥ 1 or -1 (all) (got {self})."
+                f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
+                f"(got {self})."
             )
         if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
             raise ValueError(
@@ -115,165 +109,6 @@ def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
         decode.beam_size, decode.alpha, decode.extra_length, hparams.max_length or DEFAULT_LEARNED_POSITIONS
     )
     return dataclasses.replace(settings, **parse_overrides(ExportHParams, overrides))
-
-
-# -- The graph -----------------------------------------------------------------------------
-def model_inputs(ids: tf.RaggedTensor, max_input_length: int):
-    """Ragged subword ids [batch, None] -> 0-padded int32 [batch, ≤ max_input_length], each row ending in EOS."""
-    return ending_in_eos(ids[:, : max_input_length - 1])
-
-
-def ending_in_eos(ids: tf.RaggedTensor):
-    """Ragged subword ids [batch, None] -> 0-padded [batch, longest + 1], EOS after each row's ids."""
-    eos = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(EOS_ID, ids.dtype)))
-    return tf.concat([ids, eos], axis=1).to_tensor(default_value=PAD_ID)
-
-
-def hypothesis_tokens(ids) -> tf.RaggedTensor:
-    """What `Vocabulary.decode` reads of decoded ids [batch, length]: up to the first EOS, padding dropped."""
-    before_eos = tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0
-    return tf.ragged.boolean_mask(ids, before_eos & (ids != PAD_ID))
-
-
-def best_hypotheses_fn(model, settings: ExportHParams):
-    """0-padded inputs [batch, length] -> (ids [batch, length'], scores [batch]) of the best hypotheses.
-
-    The batch may be empty. With xla, one compiled function serves both signatures, so a
-    bucket shape is compiled (and warmed up) once for the two.
-    """
-    options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
-    if settings.xla:
-        compiled = tf.function(
-            lambda batch: beam_search.decode(model, batch, static_shapes=True, **options), jit_compile=True
-        )
-        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
-
-        def search_in_buckets(inputs):
-            ids, scores = xla_buckets.decode_in_buckets(compiled, inputs, settings.max_input_length, output_length)
-            return without_padding_columns(ids), scores
-
-        return search_in_buckets
-
-    def search(inputs):
-        def best():
-            ids, scores = beam_search.decode(model, inputs, **options)
-            return ids[:, 0], scores[:, 0]
-
-        # The search's length limits reduce over the batch, which fails on an empty one.
-        return tf.cond(tf.shape(inputs)[0] > 0, best, lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0])))
-
-    return search
-
-
-def without_padding_columns(ids):
-    """ids [batch, length] cut after their last column that is not all padding (the width plain decoding gives)."""
-    used = tf.cumsum(tf.cast(tf.reduce_any(ids != PAD_ID, axis=0), tf.int32), reverse=True) > 0
-    return ids[:, : tf.reduce_sum(tf.cast(used, tf.int32))]
-
-
-def serving_module(model, vocabulary, settings: ExportHParams) -> tf.Module:
-    """A tf.Module holding the model's weights, the tokenizer and the signature functions.
-
-    The Keras model itself is left out of the object graph (only closures refer to it),
-    so the SavedModel holds plain variables and functions that load without Keras.
-    """
-    tokenizer = vocabulary.tokenizer
-    search = best_hypotheses_fn(model, settings)
-
-    def decode_best(ids: tf.RaggedTensor):
-        hypotheses, scores = search(model_inputs(ids, settings.max_input_length))
-        truncated = ids.row_lengths() > settings.max_input_length - 1
-        return hypotheses, scores, truncated
-
-    def valid_utf8(*texts):
-        # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
-        checks = [tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace") == text for text in texts]
-        return tf.reduce_all(tf.stack(checks), axis=0)
-
-    def subwords(texts, utf8):
-        """Ragged ids of the normalized texts; "" where a pair is not valid UTF-8."""
-        return tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, texts, "")))
-
-    def plain_search(inputs, utf8, **options):
-        """The search without XLA (sampling, prefixes): outputs as `translate` gives them."""
-        ids = subwords(inputs, utf8)
-        hypotheses, scores = beam_search.decode(
-            model, model_inputs(ids, settings.max_input_length), extra_length=settings.extra_length, **options
-        )
-        return {
-            "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(hypotheses[:, 0])), ""),
-            "scores": tf.where(utf8, scores[:, 0], -np.inf),
-            "input_truncated": ids.row_lengths() > settings.max_input_length - 1,
-            "input_not_utf8": ~utf8,
-        }
-
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.string, name="inputs"),
-            tf.TensorSpec([None], tf.string, name="prefixes"),
-        ]
-    )
-    def translate_prefix(inputs, prefixes):
-        # Each translation starts with its prefix's subwords; beam search goes on from there.
-        utf8 = valid_utf8(inputs, prefixes)
-        forced = subwords(prefixes, utf8).to_tensor(PAD_ID)
-        options = dict(beam_size=settings.beam_size, alpha=settings.alpha, prefixes=tf.cast(forced, tf.int32))
-        return plain_search(inputs, utf8, **options)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def sample(inputs):
-        # One translation drawn from the model's distribution (back-translation), with the export's settings.
-        draw = sampling.Sampling(settings.sampling_temp, max(settings.sampling_keep_top_k, 0), settings.sampling_seed)
-        return plain_search(inputs, valid_utf8(inputs), beam_size=1, alpha=settings.alpha, sampling=draw)
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def translate(inputs):
-        utf8 = valid_utf8(inputs)
-        ids, scores, truncated = decode_best(subwords(inputs, utf8))
-        return {
-            "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
-            "scores": tf.where(utf8, scores, -np.inf),
-            "input_truncated": truncated,
-            "input_not_utf8": ~utf8,
-        }
-
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.string, name="inputs"),
-            tf.TensorSpec([None], tf.string, name="targets"),
-        ]
-    )
-    def score(inputs, targets):
-        # log P(target | source), teacher-forced, as `t2t-decoder --score_file` (t2t_lite.decode.scoring).
-        utf8 = valid_utf8(inputs, targets)
-        source_ids = subwords(inputs, utf8)
-        target_ids = ending_in_eos(subwords(targets, utf8))
-        token_scores = scoring.token_log_probs(model, model_inputs(source_ids, settings.max_input_length), target_ids)
-        return {
-            "scores": tf.where(utf8, tf.reduce_sum(token_scores, axis=1), -np.inf),
-            "token_scores": token_scores,
-            "target_lengths": tf.reduce_sum(tf.cast(target_ids != PAD_ID, tf.int32), axis=1),
-            "input_truncated": source_ids.row_lengths() > settings.max_input_length - 1,
-            "input_not_utf8": ~utf8,
-        }
-
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="inputs")])
-    def translate_ids(inputs):
-        ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
-        return {"outputs": ids, "scores": scores, "input_truncated": truncated}
-
-    module = tf.Module(name="t2t_lite_translator")
-    # The tf.Variables behind the Keras variables: TF Serving's loader restores the variables
-    # the functions read only when those are the tracked objects themselves (a tracked Keras
-    # variable is exported as a copy, which TF Serving would restore instead).
-    module.model_weights = [weight.value for weight in model.weights]
-    module.tokenizer = tokenizer
-    module.translate = translate
-    module.translate_ids = translate_ids
-    module.score = score
-    module.translate_prefix = translate_prefix
-    module.sample = sample
-    return module
 
 
 # -- Warm-up ------------------------------------------------------------------------------

@@ -124,6 +124,13 @@ def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> 
             f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "
             f"same step). Remove it, or give another --output_dir."
         )
+    # A damaged record would be copied beside the average, to stop the tool that reads it later.
+    for info_file, read in (
+        (model_info.HPARAMS_FILE, model_info.read_hparams),
+        (model_info.PROBLEM_FILE, model_info.read_problem_info),
+    ):
+        if tf.io.gfile.exists(os.path.join(model_dir, info_file)):
+            read(model_dir)
     for info_file in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):
         mine, theirs = os.path.join(output_dir, info_file), os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(mine) and tf.io.gfile.exists(theirs) and _read(mine) != _read(theirs):

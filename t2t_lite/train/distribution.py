@@ -53,7 +53,8 @@ def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
 
 
 def check_strategy(worker_gpu: int) -> None:
-    """Stops on a bad --worker_gpu or TF_CONFIG (not JSON) before any work, without starting the cluster."""
+    """Stops on a bad --worker_gpu or TF_CONFIG (not JSON, or a task not in its cluster) before any work, without
+    starting the cluster."""
     if worker_gpu < 1:
         raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
     if _cluster_workers() <= 1 and worker_gpu > 1:
@@ -218,7 +219,7 @@ def cluster_start_deadline(minutes: float):
 
 
 def _start_timeout_message(minutes: float) -> str:
-    config = json.loads(os.environ["TF_CONFIG"])
+    config = _tf_config()
     cluster, task = config.get("cluster", {}), config.get("task", {})
     own = (task.get("type"), int(task.get("index", 0)))
     tasks = [(job, index, address) for job in ("chief", "worker") for index, address in enumerate(cluster.get(job, []))]
@@ -264,7 +265,7 @@ def lost_worker_message(error: Exception, output_dir: str) -> str:
     MultiWorkerMirroredStrategy cannot continue with fewer workers (each update needs
     every replica's gradients), so the survivors stop rather than wait forever.
     """
-    config = json.loads(os.environ["TF_CONFIG"])
+    config = _tf_config()
     cluster, task = config.get("cluster", {}), config.get("task", {})
     own = (task.get("type"), int(task.get("index", 0)))
     peers = [(job, int(index)) for job, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", str(error))]
@@ -282,11 +283,52 @@ def lost_worker_message(error: Exception, output_dir: str) -> str:
 
 
 def _cluster_workers() -> int:
-    config = os.environ.get("TF_CONFIG")
-    if not config:
-        return 0
+    cluster = _tf_config().get("cluster", {})
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+_TASK_TYPES = ("chief", "worker")  # MultiWorkerMirroredStrategy's: no parameter servers, no evaluator
+_SEE_TOOL = "t2t-make-tf-configs writes one per task"
+
+
+def _tf_config() -> dict:
+    """TF_CONFIG as a dict ({} when unset), checked: what TensorFlow would misread or ignore stops here.
+
+    A task that is not in its cluster would otherwise train alone, in silence, or fail deep
+    inside TensorFlow's cluster resolver.
+    """
+    text = os.environ.get("TF_CONFIG")
+    if not text:
+        return {}
     try:
-        cluster = json.loads(config).get("cluster", {})
+        config = json.loads(text)
     except json.JSONDecodeError as error:
         raise ValueError(f"TF_CONFIG is not valid JSON ({error}); see tf.distribute.cluster_resolver.") from None
-    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"TF_CONFIG={text}: not a JSON object of the form "
+            f'{{"cluster": {{"worker": ["host:port", ...]}}, "task": {{"type": "worker", "index": 0}}}} '
+            f"({_SEE_TOOL})."
+        )
+    cluster, task = config.get("cluster", {}), config.get("task")
+    jobs_ok = isinstance(cluster, dict) and all(
+        job in _TASK_TYPES and isinstance(addresses, list) and all(isinstance(address, str) for address in addresses)
+        for job, addresses in cluster.items()
+    )
+    if not jobs_ok or len(cluster.get("chief", [])) > 1:
+        raise ValueError(
+            f'TF_CONFIG\'s "cluster": {json.dumps(cluster)} must map "worker" (and optionally "chief", one '
+            f'task) to a list of "host:port" strings; t2t-trainer runs no other task types ({_SEE_TOOL}).'
+        )
+    if not cluster and task is None:
+        return config
+    tasks = ", ".join(f'{{"type": "{job}", "index": {i}}}' for job in cluster for i in range(len(cluster[job])))
+    task_type = task.get("type") if isinstance(task, dict) else None
+    index = task.get("index", 0) if isinstance(task, dict) else None
+    if task_type not in cluster or type(index) is not int or not 0 <= index < len(cluster[task_type]):
+        given = f'"task": {json.dumps(task)} is not' if task is not None else 'has no "task", which must be'
+        raise ValueError(
+            f"TF_CONFIG {given} one of its cluster's tasks ({tasks or 'none'}): give each process its own "
+            f"({_SEE_TOOL})."
+        )
+    return config

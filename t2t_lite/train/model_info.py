@@ -17,7 +17,7 @@ import os
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.hparam import HParams
+from t2t_lite.hparam import HParams, HParamsError
 from t2t_lite.train.checkpoints import CheckpointError, checkpoint_path, restore_weights
 
 HPARAMS_FILE = "hparams.json"
@@ -51,12 +51,29 @@ def atomic_write(path: str, text: str) -> None:
 
 # -- Reading, for the decoder, the exporter and t2t-avg-all ------------------------------
 def read_hparams(model_dir: str) -> HParams:
-    return HParams.from_json(_read_record(model_dir, HPARAMS_FILE))
+    """The hparams recorded in `model_dir`; a missing or damaged hparams.json stops with its name and field."""
+    try:
+        return HParams.from_json(_read_record(model_dir, HPARAMS_FILE))
+    except HParamsError as error:
+        raise _damaged(model_dir, HPARAMS_FILE, error) from None
 
 
 def read_problem_info(model_dir: str) -> dict:
     """{"problem": ..., "model": ..., "vocab_size": ...} as written by t2t-trainer."""
-    return json.loads(_read_record(model_dir, PROBLEM_FILE))
+    try:
+        info = json.loads(_read_record(model_dir, PROBLEM_FILE))
+    except json.JSONDecodeError as error:
+        raise _damaged(model_dir, PROBLEM_FILE, f"not JSON ({error})") from None
+    if not isinstance(info, dict):
+        raise _damaged(model_dir, PROBLEM_FILE, "not a JSON object")
+    return info
+
+
+def _damaged(model_dir: str, name: str, what) -> CheckpointError:
+    return CheckpointError(
+        f"{os.path.join(model_dir, name)}: {what}. t2t-trainer wrote it to record how the checkpoints beside it "
+        f"were trained; restore it from a copy."
+    )
 
 
 def _read_record(model_dir: str, name: str) -> str:

@@ -145,9 +145,20 @@ class TrainingBatches:
         return self._iterator.element_spec[0]
 
     def next(self):
-        """The next batch of every replica (a distributed value when there are several)."""
+        """The next batch of every replica (a distributed value when there are several).
+
+        A shard that cannot be read (cut short, overwritten) stops training with its name
+        (`datagen.DamagedShardError`): TensorFlow's read error names no file.
+        """
         self._start()
-        batch, self._tags = next(self._iterator)
+        try:
+            batch, self._tags = next(self._iterator)
+        except tf.errors.DataLossError as error:
+            datagen.check_shards(datagen.complete_shards(self.data_dir, self.problem.base_name, "train"))
+            raise datagen.DamagedShardError(
+                f"Reading the train shards of {self.problem.name} in {self.data_dir} failed ({type(error).__name__}), "
+                f"yet each reads to its end now: rerun to resume from the last checkpoint."
+            ) from None
         return batch
 
     def _start(self):
