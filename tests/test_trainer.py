@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.data import input_pipeline
+from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.train import checkpoints, cpu_features, loss, model_info, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
@@ -358,6 +358,23 @@ def test_evaluating_without_a_dev_split_stops_before_training(reverse_data, tmp_
     assert not os.path.exists(output_dir)
     train(str(train_only), output_dir, train_steps=2)  # schedule=train needs no dev split
     assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-2")
+
+
+def test_missing_or_damaged_train_data_stops_naming_it_before_anything_is_written(reverse_data, tmp_path):
+    """No train shards: one message naming the pattern and t2t-datagen. A train shard cut short: its name and
+    record, from the first batch, taken before the run writes its records or ckpt-0."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"has no train data for algorithmic_reverse .*Run t2t-datagen"):
+        train(str(empty), str(tmp_path / "run"))
+    assert not os.path.exists(tmp_path / "run")
+    damaged = shutil.copytree(reverse_data, tmp_path / "damaged")
+    cut = sorted(glob.glob(os.path.join(damaged, "*-train-*")))[1]
+    os.truncate(cut, os.path.getsize(cut) - 3)
+    output_dir = tmp_path / "damaged_run"
+    with pytest.raises(datagen.DamagedShardError, match=rf"^{cut}: record \d+ is damaged"):
+        train(str(damaged), str(output_dir))
+    assert not glob.glob(os.path.join(output_dir, "*"))  # no hparams.json, no ckpt-0
 
 
 def clock_per_update(monkeypatch, seconds):

@@ -36,6 +36,15 @@ def evaluate(steps, problem, data_dir, hparams, eval_steps: int = 0, dev_scorers
     return metrics
 
 
+def check_scorers(rule: early_stopping.EarlyStopping, dev_scorers) -> None:
+    """A metric that decodes the dev split needs its scorer (t2t-trainer makes it); found before any work."""
+    if rule.metric in early_stopping.DECODED_METRICS and not dev_scorers:
+        raise ValueError(
+            f"--eval_early_stopping_metric={rule.metric} decodes the dev split: give dev_scorers "
+            f"(t2t_lite.decode.dev_bleu.DevBleu), as t2t-trainer does."
+        )
+
+
 @dataclasses.dataclass
 class Judge:
     """Keeps best/ and stops the run by `rule`; its state `best` is part of the training checkpoint."""

@@ -56,7 +56,7 @@ class TrainingBatches:
         zeros = tf.zeros([self.num_replicas], tf.int64)
         self.epoch = tf.Variable(zeros, shape=tf.TensorShape(None), trainable=False, name="data_epoch")
         self.batches_taken = tf.Variable(zeros, shape=tf.TensorShape(None), trainable=False, name="data_batches_taken")
-        self._iterator = self._tags = None
+        self._iterator = self._tags = self._peeked = None
 
     # -- Where each pipeline starts --------------------------------------------------------
     def _start_positions(self) -> list:
@@ -150,6 +150,9 @@ class TrainingBatches:
         A shard that cannot be read (cut short, overwritten) stops training with its name
         (`datagen.DamagedShardError`): TensorFlow's read error names no file.
         """
+        if self._peeked is not None:
+            batch, self._peeked = self._peeked, None
+            return batch
         self._start()
         try:
             batch, self._tags = next(self._iterator)
@@ -160,6 +163,12 @@ class TrainingBatches:
                 f"yet each reads to its end now: rerun to resume from the last checkpoint."
             ) from None
         return batch
+
+    def peek(self) -> None:
+        """Takes the first batch now, which the next `next()` returns: an unreadable shard is then named
+        before the run writes anything (its ckpt-0)."""
+        if self._peeked is None:
+            self._peeked = self.next()
 
     def _start(self):
         """The input pipelines, from the positions restored (so called after the restore)."""
@@ -193,7 +202,7 @@ class TrainingBatches:
         The pipelines' functions refer back to this object, so without this the iterator lives in a
         reference cycle, its threads running, until Python's next full collection.
         """
-        self._iterator = self._tags = None
+        self._iterator = self._tags = self._peeked = None
 
     def record_positions(self) -> None:
         """Every replica's position into `epoch` and `batches_taken` (call on every worker before a save)."""

@@ -165,12 +165,13 @@ def train_and_evaluate(
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
             f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train."
         )
-    rule = settings.early_stopping
-    if rule.metric in early_stopping.DECODED_METRICS and not dev_scorers:
-        raise ValueError(
-            f"--eval_early_stopping_metric={rule.metric} decodes the dev split: give dev_scorers "
-            f"(t2t_lite.decode.dev_bleu.DevBleu), as t2t-trainer does."
+    if settings.schedule != "evaluate" and not datagen.complete_shards(data_dir, problem.base_name, "train"):
+        raise FileNotFoundError(
+            f"--data_dir={data_dir} has no train data for {problem.name} ({problem.filepattern(data_dir, 'train')}). "
+            f"Run t2t-datagen --problem={problem.base_name} --data_dir={data_dir} --tmp_dir=<raw data dir>."
         )
+    rule = settings.early_stopping
+    evaluation.check_scorers(rule, dev_scorers)
     keras.utils.set_random_seed(settings.random_seed)
     with contextlib.ExitStack() as held:
         # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
@@ -243,6 +244,8 @@ def train_and_evaluate(
             )
             if writes_output_dir:
                 warm_start.write_record(output_dir, source, changed)
+        if settings.schedule != "evaluate":
+            batches.peek()  # a damaged train shard is named now, before this run writes anything
         if writes_output_dir:
             run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
