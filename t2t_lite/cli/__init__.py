@@ -173,6 +173,31 @@ def _quiet_python_logs():
         logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the tool is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _raise_terminated(number, frame):
+    raise _Terminated
+
+
+def run_tool(main) -> None:
+    """absl's `app.run(main)`, where Ctrl-C (SIGINT) or SIGTERM ends the tool with one line, not a traceback.
+
+    The exit status is 128 + the signal's number (130, 143), as a shell reports a process a signal
+    ended. t2t-trainer's training loop handles both itself (`t2t_lite.train.interruption`): it saves
+    the step reached first.
+    """
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        app.run(main)
+    except (KeyboardInterrupt, _Terminated) as stop:
+        number = signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
+        tool = os.path.basename(sys.argv[0])
+        print(f"{tool}: stopped by {number.name} before it finished; rerun the same command.", file=sys.stderr)
+        sys.exit(128 + number)
+
+
 if _is_tool():
     cpu_features.use_onednn_kernels()
 if _is_tool() and not _user_asked_for_logs():

@@ -11,10 +11,9 @@ averages the N up to ckpt-K (e.g. when a later one is damaged). One run at a tim
 --output_dir (`t2t_lite.train.run_lock`).
 """
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.train import averaging, checkpoints, run_lock
 
 FLAGS = flags.FLAGS
@@ -40,4 +39,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -12,10 +12,9 @@ TensorBoard scalars to --event_dir if given, and plots sacreBLEU against step (P
 
 import os
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.evaluate import bleu
 
 FLAGS = flags.FLAGS
@@ -73,4 +72,4 @@ def _score_steps(reference):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

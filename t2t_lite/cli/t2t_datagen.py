@@ -12,11 +12,10 @@ with inputs and targets swapped). `--vocab_from=FILE` encodes with an existing v
 
 import os
 
-from absl import app
 from absl import flags as absl_flags
 
 from t2t_lite import registry
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.data import datagen
 from t2t_lite.problems.translate_files import CorpusError
 
@@ -51,4 +50,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -14,9 +14,10 @@ scores given `source<TAB>target` lines instead: log P(target | source) per line
 
 import os
 
-from absl import app, flags
+from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
+from t2t_lite.cli import run_tool
 from t2t_lite.data import datagen, text_lines
 from t2t_lite.decode import decode_files, inference, scoring
 from t2t_lite.insights import attention_readout
@@ -241,4 +242,4 @@ def _output_path(problem, model_dir, settings):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -16,10 +16,9 @@ SentencePiece model into the same <export_dir>/<step>/ layout instead; see
 `t2t_lite.serve.ctranslate2_export`. It needs the optional ctranslate2 package.
 """
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.hparam import HParamsError
 from t2t_lite.serve import ctranslate2_export, export
 from t2t_lite.train import run_lock
@@ -102,4 +101,4 @@ def _export(model_dir):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -7,9 +7,10 @@ It listens on 127.0.0.1 (this machine only) unless --host says otherwise; --port
 free port and prints it.
 """
 
-from absl import app, flags
+from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
+from t2t_lite.cli import run_tool
 from t2t_lite.decode import inference
 from t2t_lite.insights import server
 
@@ -71,4 +72,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

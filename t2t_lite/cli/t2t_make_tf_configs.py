@@ -9,10 +9,9 @@ Prints one line per task, a shell command to run on that host before t2t-trainer
 
 import json
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.train import distribution
 
 FLAGS = flags.FLAGS
@@ -36,4 +35,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -7,10 +7,9 @@ problem); --gold_trees the bracketed Penn Treebank trees, in the same order.
 Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.bracket_f1`).
 """
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.evaluate import bracket_f1
 
 FLAGS = flags.FLAGS
@@ -30,4 +29,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

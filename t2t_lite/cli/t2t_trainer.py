@@ -15,13 +15,14 @@ the best checkpoint by --eval_early_stopping_metric in $TRAIN_DIR/best/, and
 --eval_early_stopping_steps stops the run when that metric stops improving.
 """
 
-from absl import app
+import sys
+
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.data import datagen
 from t2t_lite.decode import dev_bleu, inference
-from t2t_lite.train import checkpoints, distribution, early_stopping, run_lock, trainer, warm_start
+from t2t_lite.train import checkpoints, distribution, early_stopping, interruption, run_lock, trainer, warm_start
 
 FLAGS = flags.FLAGS
 
@@ -184,6 +185,9 @@ def main(argv):
         raise SystemExit(f"t2t-trainer: --output_dir: {error}") from None
     except trainer.TrainingError as error:
         raise SystemExit(f"t2t-trainer: {error}") from None
+    except interruption.Interrupted as error:  # SIGINT or SIGTERM: the step reached is saved
+        print(f"t2t-trainer: {error}", file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
     except distribution.WORKER_FAILURES as error:  # under TF_CONFIG: a worker stopped; say to relaunch all
         if not distribution.is_multi_worker():
             raise
@@ -199,4 +203,4 @@ def _dev_scorers(problem, hparams) -> tuple:
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

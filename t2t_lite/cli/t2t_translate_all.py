@@ -11,10 +11,9 @@ decoding settings are t2t-decoder's: hparams.json beside the checkpoints unless
 --hparams_set is given, and --decode_hparams.
 """
 
-from absl import app
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, run_tool
 from t2t_lite.data import text_lines
 from t2t_lite.decode import inference
 from t2t_lite.insights import translate_all
@@ -70,4 +69,4 @@ def main(argv):
 
 
 def console_main():
-    app.run(main)
+    run_tool(main)

@@ -42,6 +42,7 @@ from t2t_lite.train import (
     early_stopping,
     evaluation,
     flops,
+    interruption,
     model_info,
     replica_input,
     run_length,
@@ -107,6 +108,7 @@ class _Training:
     vocab_size: int
     log: object
     judge: evaluation.Judge
+    signals: interruption.StopSignals
     dev_scorers: tuple = ()  # more dev metrics: callables model -> {name: value} (t2t_lite.decode.dev_bleu)
     micro_batches: int = 1  # k of §5.1's ~25,000-token batches: micro-batches accumulated per update
     stopped_early: bool = False
@@ -145,15 +147,10 @@ def train_and_evaluate(
     tokens/s) are written every `summary_steps` steps. Returns the last evaluation's
     metrics ({} if none ran).
 
-    Under TF_CONFIG, a worker whose cluster has not come together within
-    `cluster_start_minutes` (every worker started and the first collectives passed) is
-    stopped, with a message naming the workers it waited for (0 = wait for ever).
-
-    `warm_start_from` starts a new run from another run's weights (`t2t_lite.train.warm_start`).
-    Each evaluation keeps the best checkpoint by `early_stopping.metric` in `output_dir/best/`
-    and, with `early_stopping.steps`, stops the run once it stops improving
-    (`t2t_lite.train.early_stopping`); `dev_scorers` add metrics to the evaluation (the "bleu"
-    of `t2t_lite.decode.dev_bleu.DevBleu`).
+    `warm_start_from` starts a new run from another run's weights (`t2t_lite.train.warm_start`);
+    evaluations keep `output_dir/best/` and stop the run early (`t2t_lite.train.evaluation`);
+    `dev_scorers` add metrics to them (`t2t_lite.decode.dev_bleu.DevBleu`); SIGINT and SIGTERM
+    stop it with a checkpoint (`t2t_lite.train.interruption`).
     """
     settings = dataclasses.replace(settings or RunSettings(), **changes)
     distribution.check_clock_free(settings.train_minutes, settings.save_checkpoints_secs)
@@ -176,6 +173,7 @@ def train_and_evaluate(
     with contextlib.ExitStack() as held:
         # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
         cluster_started = held.enter_context(distribution.cluster_start_deadline(settings.cluster_start_minutes))
+        signals = held.enter_context(interruption.StopSignals())  # SIGINT, SIGTERM: save, then stop
         strategy = distribution.strategy_for(settings.worker_gpu)
         if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
             raise ValueError(
@@ -253,7 +251,7 @@ def train_and_evaluate(
         best_checkpoint.complete(save_dir)  # a replacement of best/ that a kill interrupted
         judge = evaluation.Judge(rule, best, save_dir, distribution.is_chief(strategy), log)
         training = _Training(
-            problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, judge
+            problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, judge, signals
         )
         training.dev_scorers = tuple(dev_scorers)
         if settings.schedule == "evaluate":
@@ -304,6 +302,10 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
         training.stopped_early = True
         return {}
     while step < run_steps.end:
+        if training.signals.received:  # SIGINT or SIGTERM: the step reached is saved, then the run stops
+            if step != saved_step:
+                _save(steps, training.batches, training.manager, step)
+            training.signals.stop(step, training.manager.latest_checkpoint)
         sums, length = _one_update(steps, training.batches, training.micro_batches)
         if step == start_step:
             flops_per_step = flops.flops_per_step(training.hparams, training.vocab_size, sums.target_tokens, length)
