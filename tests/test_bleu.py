@@ -45,19 +45,14 @@ def test_sacrebleu_and_chrf_agree_with_the_sacrebleu_command_line(tmp_path):
     assert 0 < report.sacrebleu < 100 and report.lines == 4
 
 
+def run_t2t_bleu(translation, reference, check=False):
+    command = [sys.executable, os.path.join(REPO, "bin", "t2t-bleu"), f"--translation={translation}"]
+    return subprocess.run(command + [f"--reference={reference}"], capture_output=True, text=True, check=check)
+
+
 def test_the_tool_prints_every_figure(tmp_path):
     translation, reference = write(tmp_path / "hyp", TRANSLATION), write(tmp_path / "ref", REFERENCE)
-    output = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(REPO, "bin", "t2t-bleu"),
-            f"--translation={translation}",
-            f"--reference={reference}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    output = run_t2t_bleu(translation, reference, check=True).stdout
     report = bleu.evaluate_files(translation, reference)
     assert f"sacreBLEU = {report.sacrebleu:.2f}" in output and report.sacrebleu_signature in output
     assert f"chrF2 = {report.chrf:.2f}" in output and "not comparable with sacreBLEU" in output
@@ -76,16 +71,7 @@ def test_two_empty_files_stop_in_one_line(tmp_path):
         open(path, "w").close()
     with pytest.raises(bleu.LineCountError, match="hyp and --reference=.*ref are empty: there is no line to score"):
         bleu.evaluate_files(translation, reference)
-    result = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(REPO, "bin", "t2t-bleu"),
-            f"--translation={translation}",
-            f"--reference={reference}",
-        ],
-        capture_output=True,
-        text=True,
-    )
+    result = run_t2t_bleu(translation, reference)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert (
         result.stderr.strip().splitlines()[-1]
