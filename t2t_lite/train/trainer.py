@@ -237,8 +237,8 @@ def train_and_evaluate(
         elif source:
             source_step = warm_start.restore(model, source, settings.model_name)
             log(
-                f"Warm start from {source} (step {source_step}): its model weights; a fresh optimizer, "
-                f"step 0 and eq. 3 from the start of its warm-up."
+                f"Warm start from {source} (step {source_step}): its trained weights; a fresh optimizer, "
+                f"dropout seeds, step 0 and eq. 3 from the start of its warm-up."
             )
             if writes_output_dir:
                 warm_start.write_record(output_dir, source, changed)
