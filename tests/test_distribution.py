@@ -12,12 +12,15 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import test_trainer
+from test_multiworker import check_judged_run
 from test_trainer import logged_scalars, run_cli
 
 from t2t_lite.data import datagen
 from t2t_lite.train import distribution
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 
 # The parts run in fresh processes: the CPU must be split into two logical devices before TensorFlow
 # starts. Each process pays TensorFlow's import once and does several parts in turn; the two processes
@@ -33,7 +36,7 @@ from t2t_lite import registry
 from t2t_lite.train import checkpoints, distribution, model_info, replica_input, train_step, trainer
 from t2t_lite.train.schedule import adam_optimizer
 
-data_dir, output_dir = sys.argv[1], sys.argv[2]
+data_dir, output_dir, source_run = sys.argv[1], sys.argv[2], sys.argv[3]
 problem = registry.problem("algorithmic_reverse")
 hparams = registry.hparams("transformer_tiny").override(
     "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
@@ -138,20 +141,30 @@ trainer.train_and_evaluate(problem, hparams.replace(learning_rate_decay_steps=2)
                            fit_train_steps_to_minutes=True, summary_steps=1, log=lambda message: None)
 report["fit"] = os.path.basename(tf.train.latest_checkpoint(f"{output_dir}/fit"))
 """,
+    # Warm-started from the reference run, evaluated every 2 steps; no evaluation beats the first by 100, so a
+    # patience of 4 steps stops the run at step 6 of its 40 (test_early_stopping.py's rule).
+    "judged": r"""
+from t2t_lite.train.early_stopping import EarlyStopping
+report["judged"] = []
+trainer.train_and_evaluate(problem, hparams, data_dir, f"{output_dir}/judged", train_steps=40, worker_gpu=2,
+                           save_checkpoints_steps=10, schedule="train_and_evaluate", local_eval_frequency=2,
+                           eval_steps=1, warm_start_from=source_run,
+                           early_stopping=EarlyStopping("loss", steps=4, delta=100.0), log=report["judged"].append)
+""",
 }
 
 
 # The parts of each process: about the same work on each side (two runs of the trainer on the first). The
 # trainer's run and its side-by-side reference come first, in a process as fresh as when each had its own;
 # the later parts seed what they draw themselves.
-PROCESSES = (("accumulated", "dropout_float16_clip_fit"), ("side_by_side", "replicas"))
+PROCESSES = (("accumulated", "dropout_float16_clip_fit"), ("side_by_side", "replicas", "judged"))
 
 
-def start_parts(parts, data_dir, output_dir):
+def start_parts(parts, data_dir, output_dir, source_run):
     """PRELUDE, then PARTS[part] of each of `parts` in turn, in a fresh process with two logical CPU devices."""
     script = PRELUDE + "".join(PARTS[part] for part in parts) + '\nprint("REPORT " + json.dumps(report))\n'
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, "-c", script, data_dir, output_dir]
+    command = [sys.executable, "-c", script, data_dir, output_dir, source_run]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -162,11 +175,11 @@ def report_of(process):
 
 
 @pytest.fixture(scope="module")
-def parts_report(built_once, reverse_data):
+def parts_report(built_once, reverse_data, reference_run):
     """(the directory the parts trained in, the report of all the parts), made once per test run."""
 
     def build(path):
-        processes = [start_parts(parts, reverse_data, str(path)) for parts in PROCESSES]
+        processes = [start_parts(parts, reverse_data, str(path), reference_run) for parts in PROCESSES]
         report = {}
         try:
             for process in processes:
@@ -210,6 +223,13 @@ def test_replicas_draw_their_own_dropout_and_skip_overflows_together(parts_repor
     assert report["float16"] == {"iterations": 0, "finite": True, "scale_ratio": 0.5}
     assert "clip_grad_norm=1.0 with 2 replicas" in report["clip"]
     assert report["fit"] == "ckpt-3"  # at most --train_steps; 10 minutes hold more
+
+
+def test_two_replicas_warm_start_and_stop_early_as_one_device(parts_report, reference_run):
+    path, report = parts_report
+    output_dir, lines = str(path / "judged"), report["judged"]
+    check_judged_run(output_dir, reference_run, ["\n".join(lines)])
+    assert any("2 replica(s)" in line for line in lines)
 
 
 def test_worker_gpu_beyond_the_devices_names_the_flag():
