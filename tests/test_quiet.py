@@ -1,7 +1,7 @@
 """Quiet by default (t2t_lite/cli/__init__.py): a datagen → train → average → decode → export chain,
-each tool in a fresh process as a user runs it, prints only the tools' own lines; --verbosity or a
-TF_CPP_MIN_LOG_LEVEL of the user's brings TensorFlow's log back; the filter on stderr loses nothing,
-however the tool ends."""
+each tool in a fresh process as a user runs it, prints only the tools' own lines; --verbosity or the
+user's TF_CPP_MIN_LOG_LEVEL=0 brings TensorFlow's log back (a higher level never does); the filter on
+stderr loses nothing, however the tool ends."""
 
 import json
 import os
@@ -245,6 +245,14 @@ def test_the_user_can_ask_for_tensorflows_log(asked, quiet_registry_help):
     assert not any(NOT_OURS.search(line) for line in quiet), quiet
     # TensorFlow's start-up lines as it writes them (oneDNN's note on x86-64, where a tool turns oneDNN on).
     assert any(NOT_OURS.search(line) for line in printed), printed
+
+
+def test_asking_tensorflow_for_fewer_lines_never_brings_more():
+    """TF_CPP_MIN_LOG_LEVEL=3, what a user sets to silence TensorFlow: Abseil's start-up INFO lines, which ignore
+    it, stay filtered out."""
+    printed = run_tool("t2t-avg-all", "--registry_help", env={"TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert not any(NOT_OURS.search(line) for line in printed), printed
+    assert any("translate_ende_gettext" in line for line in printed)
 
 
 # Whether TensorFlow runs its oneDNN kernels, and the variable that decides it, as a process named argv[1] sees them.

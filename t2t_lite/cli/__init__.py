@@ -40,8 +40,9 @@ lines come before the shell's prompt), `os._exit` (`distribution.leave_cluster`)
 manager signals the tool's whole process group) and ends when the last writer of the pipe
 has closed it. Stdout is left alone: nothing TensorFlow-side is written there.
 
-`--verbosity` (`-v`), or TF_CPP_MIN_LOG_LEVEL set by the user, turns all of this off, so every
-line comes back as TensorFlow, tensorflow-text and absl write it.
+`--verbosity` (`-v`), or TF_CPP_MIN_LOG_LEVEL=0 set by the user, turns all of this off, so every
+line comes back as TensorFlow, tensorflow-text and absl write it. A level the user sets to 1 or more
+asks for fewer lines: it is kept, and so is the filter (Abseil's INFO lines ignore that variable).
 
 A tool also runs TensorFlow's oneDNN kernels on every x86-64 CPU, where TensorFlow alone runs
 Eigen's on CPUs without VNNI, AVX-512 BF16 or AMX (`cpu_features.use_onednn_kernels`: on such a
@@ -84,9 +85,10 @@ def _is_tool() -> bool:
 
 
 def _user_asked_for_logs() -> bool:
+    """--verbosity, or TF_CPP_MIN_LOG_LEVEL=0 (below the tools' 1: INFO too); a level of 1 or more asks for less."""
     verbosity = {"verbosity", "v"}
     given = any(arg.lstrip("-").split("=")[0] in verbosity for arg in sys.argv[1:] if arg.startswith("-"))
-    return given or "TF_CPP_MIN_LOG_LEVEL" in os.environ
+    return given or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0"
 
 
 def _dropped(line: str, no_driver: bool) -> bool:
@@ -201,6 +203,6 @@ def run_tool(main) -> None:
 if _is_tool():
     cpu_features.use_onednn_kernels()
 if _is_tool() and not _user_asked_for_logs():
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "1"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # a user's 2 or 3 stands: fewer lines still
     _filter_stderr_until_exit()
     app.call_after_init(_quiet_python_logs)
