@@ -131,10 +131,9 @@ def train_and_evaluate(
     `settings` is a RunSettings (the defaults when None); fields given by name in `changes`
     replace its own (`train_and_evaluate(..., train_steps=8, schedule="train")`).
 
-    One run at a time writes `output_dir` (`run_lock`; another stops with DirectoryInUse).
-    Resuming skips checkpoints that cannot be read, with a warning, and moves them to
-    `output_dir/set_aside/`; `checkpoint_path` names an earlier checkpoint of the same run to
-    resume from instead (the later ones are moved there too).
+    One run at a time writes `output_dir` (`run_lock`). Resuming skips checkpoints that cannot
+    be read, moving them to `output_dir/set_aside/`; `checkpoint_path` names an earlier checkpoint
+    of the same run to resume from (the later ones are moved there too).
 
     `schedule` is "train", "evaluate" (the latest checkpoint, once) or "train_and_evaluate"
     (evaluate every `local_eval_frequency` steps and at the end). Training stops at
@@ -162,18 +161,12 @@ def train_and_evaluate(
             f"{problem.name} ({problem.filepattern(data_dir, 'dev')}). Generate one (translate_files: put "
             f"dev.src and dev.tgt in --tmp_dir and rerun t2t-datagen), or train with --schedule=train."
         )
-    if settings.schedule != "evaluate" and not datagen.complete_shards(data_dir, problem.base_name, "train"):
-        raise FileNotFoundError(
-            f"--data_dir={data_dir} has no train data for {problem.name} ({problem.filepattern(data_dir, 'train')}). "
-            f"Run t2t-datagen --problem={problem.base_name} --data_dir={data_dir} --tmp_dir=<raw data dir>."
-        )
     rule = settings.early_stopping
     evaluation.check_scorers(rule, dev_scorers)
     keras.utils.set_random_seed(settings.random_seed)
     with contextlib.ExitStack() as held:
         # Under TF_CONFIG: bounded until the first collectives (the variables' initial values) have passed.
         cluster_started = held.enter_context(distribution.cluster_start_deadline(settings.cluster_start_minutes))
-        signals = held.enter_context(interruption.StopSignals())  # SIGINT, SIGTERM: save, then stop
         strategy = distribution.strategy_for(settings.worker_gpu)
         if hparams.clip_grad_norm and strategy.num_replicas_in_sync > 1:
             raise ValueError(
@@ -188,6 +181,12 @@ def train_and_evaluate(
         vocabulary = problem.vocabulary(data_dir)
         vocab_size, fingerprint = vocabulary.vocab_size, getattr(vocabulary, "fingerprint", None)
         model_info.check_same_run(output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
+        if settings.schedule != "evaluate" and not datagen.complete_shards(data_dir, problem.base_name, "train"):
+            raise FileNotFoundError(
+                f"--data_dir={data_dir} has no train data for {problem.name} "
+                f"({problem.filepattern(data_dir, 'train')}). Run t2t-datagen --problem={problem.base_name} "
+                f"--data_dir={data_dir} --tmp_dir=<raw data dir>."
+            )
         source = None
         if settings.warm_start_from:  # checked before anything is built or written
             source = warm_start.source_checkpoint(settings.warm_start_from)
@@ -210,6 +209,8 @@ def train_and_evaluate(
             )
             optimizer.build(model.trainable_variables)
         cluster_started()
+        # SIGINT, SIGTERM: save, then stop. After the cluster formed: TensorFlow's preemption notifier takes SIGTERM.
+        signals = held.enter_context(interruption.StopSignals())
         steps = StepFunctions(model, optimizer, hparams, strategy)
         batches = replica_input.TrainingBatches(problem, data_dir, hparams, settings.random_seed, strategy, log)
         held.push(batches.stopper())
