@@ -54,6 +54,7 @@ class Judge:
     save_dir: str  # output_dir, or a non-chief worker's scratch directory
     is_chief: bool
     log: object
+    dev_scorers: tuple = ()  # more dev metrics: callables model -> {name: value} (t2t_lite.decode.dev_bleu)
 
     def __call__(self, steps, step: int, metrics: dict) -> bool:
         """Keeps best/ when the evaluation at `step` is the best yet; returns whether the run stops here."""

@@ -107,16 +107,15 @@ class _Training:
     run_steps: run_length.RunLength
     vocab_size: int
     log: object
-    judge: evaluation.Judge
+    judge: evaluation.Judge  # evaluations' metrics (dev_scorers' too), best/ and early stopping
     signals: interruption.StopSignals
-    dev_scorers: tuple = ()  # more dev metrics: callables model -> {name: value} (t2t_lite.decode.dev_bleu)
     micro_batches: int = 1  # k of §5.1's ~25,000-token batches: micro-batches accumulated per update
     stopped_early: bool = False
 
     def evaluate_and_log(self, eval_steps: int) -> dict:
         step = int(self.steps.optimizer.iterations.numpy())
         metrics = evaluation.evaluate(
-            self.steps, self.problem, self.data_dir, self.hparams, eval_steps, self.dev_scorers
+            self.steps, self.problem, self.data_dir, self.hparams, eval_steps, self.judge.dev_scorers
         )
         self.log(f"Eval at step {step}: " + ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()))
         write_scalars(tf.summary.create_file_writer(os.path.join(self.save_dir, "eval")), step, metrics)
@@ -250,11 +249,10 @@ def train_and_evaluate(
         model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
         best_checkpoint.complete(save_dir)  # a replacement of best/ that a kill interrupted
-        judge = evaluation.Judge(rule, best, save_dir, distribution.is_chief(strategy), log)
+        judge = evaluation.Judge(rule, best, save_dir, distribution.is_chief(strategy), log, tuple(dev_scorers))
         training = _Training(
             problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, judge, signals
         )
-        training.dev_scorers = tuple(dev_scorers)
         if settings.schedule == "evaluate":
             return training.evaluate_and_log(settings.eval_steps)
         training.micro_batches = micro_batches_per_step(hparams, strategy.num_replicas_in_sync)
