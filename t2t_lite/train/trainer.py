@@ -189,9 +189,7 @@ def train_and_evaluate(
         source = None
         if settings.warm_start_from:  # checked before anything is built or written
             source = warm_start.source_checkpoint(settings.warm_start_from)
-            changed = warm_start.check_source(
-                source, output_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint
-            )
+            changed = warm_start.check_source(source, output_dir, hparams, settings.model_name, vocab_size, fingerprint)
             if checkpoints.listed_checkpoints(output_dir):
                 warm_start.check_resumed(output_dir, source)
         with strategy.scope():

@@ -53,13 +53,12 @@ def source_checkpoint(path: str) -> str:
         raise WarmStartError(f"--warm_start_from: {error}") from None
 
 
-def check_source(
-    prefix: str, output_dir: str, hparams, problem_name: str, model_name: str, vocab_size: int, vocabulary
-) -> dict:
+def check_source(prefix: str, output_dir: str, hparams, model_name: str, vocab_size: int, vocabulary) -> dict:
     """Stops (WarmStartError) unless the source holds the model these settings build; returns what differs.
 
-    Returns {hparam: [source value, new value]} for the hparams that may differ and do. Checked
-    before any work: nothing is built or written when it stops.
+    Returns {hparam: [source value, new value]} for the hparams that may differ and do. The
+    problem may differ (that is the point). Checked before any work: nothing is built or
+    written when it stops.
     """
     source_dir = os.path.dirname(os.path.abspath(prefix))
     if source_dir == os.path.abspath(output_dir):
