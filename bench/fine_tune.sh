@@ -8,12 +8,12 @@
 # scored on the gettext test split, with the same beam search (beam 4, α 0.6) and sacreBLEU:
 #   unadapted    PRETRAIN_STEPS updates on Multi30k
 #   fine-tuned   the same, then FINE_TUNE_STEPS updates on gettext (a fresh optimizer and eq. 3 schedule)
-#   scratch      FINE_TUNE_STEPS updates on gettext from random weights
+#   scratch      SCRATCH_STEPS (default FINE_TUNE_STEPS) updates on gettext from random weights
 # Both corpora are encoded with Multi30k's vocabulary (t2t-datagen --vocab_from), as a warm start needs.
 #
 # Knobs (environment): WORK (./fine-tune-run; must not exist), HPARAMS_SET (transformer_tiny),
 # PRETRAIN_STEPS (2000), FINE_TUNE_STEPS (400), FINE_TUNE_HPARAMS (fine-tuning's training hparams,
-# "k=v,...", default none: the set's warm-up and learning rate), SEED (1).
+# "k=v,...", default none: the set's warm-up and learning rate), SCRATCH_STEPS (FINE_TUNE_STEPS), SEED (1).
 set -euo pipefail
 
 : "${CORPUS:?set CORPUS to the directory with the Multi30k files train.en, train.de, val.en, val.de}"
@@ -22,6 +22,7 @@ HPARAMS_SET=${HPARAMS_SET:-transformer_tiny}
 PRETRAIN_STEPS=${PRETRAIN_STEPS:-2000}
 FINE_TUNE_STEPS=${FINE_TUNE_STEPS:-400}
 FINE_TUNE_HPARAMS=${FINE_TUNE_HPARAMS:-}
+SCRATCH_STEPS=${SCRATCH_STEPS:-$FINE_TUNE_STEPS}
 SEED=${SEED:-1}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
 for name in train.en train.de val.en val.de; do
@@ -48,7 +49,7 @@ common=(--hparams_set="$HPARAMS_SET" --random_seed="$SEED" --save_checkpoints_st
   --warm_start_from="$WORK/unadapted" --hparams="$FINE_TUNE_HPARAMS" \
   --train_steps="$FINE_TUNE_STEPS" --local_eval_frequency="$FINE_TUNE_STEPS" "${common[@]}"
 "$BIN/t2t-trainer" --problem=translate_ende_gettext --data_dir="$WORK/domain" --output_dir="$WORK/scratch" \
-  --hparams="$FINE_TUNE_HPARAMS" --train_steps="$FINE_TUNE_STEPS" --local_eval_frequency="$FINE_TUNE_STEPS" \
+  --hparams="$FINE_TUNE_HPARAMS" --train_steps="$SCRATCH_STEPS" --local_eval_frequency="$SCRATCH_STEPS" \
   "${common[@]}"
 
 decode=(--decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=64")
