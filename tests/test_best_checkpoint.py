@@ -137,3 +137,21 @@ def test_a_new_best_replaces_the_old_one_and_its_record(run_with_a_best):
     }
     assert tf.train.latest_checkpoint(best_checkpoint.best_dir(run)) == prefix
     assert not os.path.exists(os.path.join(best_checkpoint.best_dir(run), "ckpt-2.index"))
+
+
+def test_a_damaged_best_json_is_said_and_rewritten_with_the_next_best(run_with_a_best):
+    """best.json cut short or edited strands nothing: the trainer's start says so, best/ keeps what its
+    `checkpoint` list names, and the next best writes both afresh."""
+    run, model = run_with_a_best
+    best = best_checkpoint.best_dir(run)
+    with open(os.path.join(best, "best.json"), "w") as file:
+        file.write('{"metric": "lo')
+    lines = []
+    best_checkpoint.complete(run, lines.append)
+    assert lines == [
+        f"WARNING: {best}/best.json cannot be read (Unterminated string starting at: line 1 column 12 (char 11)); "
+        f"best/ keeps the checkpoint its `checkpoint` file lists, and the next best evaluation rewrites best.json."
+    ]
+    assert tf.train.latest_checkpoint(best) == os.path.join(best, "ckpt-2")
+    best_checkpoint.keep(model, run, "loss", 2.0, 4)
+    assert best_checkpoint.read(run)["checkpoint"] == "ckpt-4"

@@ -133,3 +133,10 @@ def test_a_rerun_of_a_run_that_stopped_early_trains_no_further(reverse_data, ear
     assert any(line.startswith(f"Early stopping at step {STOP_AT}") and "Nothing to train" in line for line in lines)
     assert tf.train.latest_checkpoint(output_dir).endswith(f"ckpt-{STOP_AT}")
     assert sorted(logged_scalars(os.path.join(output_dir, "eval"), "loss")) == [2, 4, 6]  # not evaluated again
+
+
+def test_a_rerun_judged_by_another_metric_starts_its_best_there():
+    best = early_stopping.BestSoFar()
+    assert best.update(EarlyStopping("accuracy", steps=4), 2, 0.9)
+    assert best.update(EarlyStopping("loss", steps=4), 4, 2.5)  # 2.5 would not beat an accuracy of 0.9
+    assert best.best == (2.5, 4) and not best.stopped_before(EarlyStopping("accuracy", steps=1), 4)

@@ -115,6 +115,14 @@ def test_a_warm_start_into_its_source_or_into_another_run_stops(reverse_data, re
     shutil.copytree(reference_run, source)
     with pytest.raises(warm_start.WarmStartError, match="is in --output_dir=.*never the source"):
         train(reverse_data, source, train_steps=10, warm_start_from=source)
+    started = str(tmp_path / "started")
+    shutil.copytree(reference_run, started)
+    with open(os.path.join(started, warm_start.RECORD_FILE), "w") as file:
+        file.write("{cut sh")
+    with pytest.raises(
+        warm_start.WarmStartError, match="warm_start.json cannot be read .*Rerun without --warm_start_from"
+    ):
+        train(reverse_data, started, train_steps=10, warm_start_from=source)
     other = str(tmp_path / "other")
     shutil.copytree(reference_run, other)  # a run of its own, not started from `source`
     with pytest.raises(warm_start.WarmStartError, match="already holds a run that did not start from a warm start"):

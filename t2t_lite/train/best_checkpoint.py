@@ -38,7 +38,7 @@ def keep(model, model_dir: str, metric: str, value: float, step: int) -> str:
     """Writes `model`'s weights as the best checkpoint of `model_dir`; returns its prefix."""
     directory = best_dir(model_dir)
     name = f"{checkpoints.CHECKPOINT_NAME}-{step}"
-    record = read(model_dir)
+    record = _readable(model_dir)
     if record.get("checkpoint") == name and record.get("metric") == metric:
         complete(model_dir)  # a resumed run reached the same step again: the same weights
         return os.path.join(directory, name)
@@ -57,10 +57,18 @@ def keep(model, model_dir: str, metric: str, value: float, step: int) -> str:
     return prefix
 
 
-def complete(model_dir: str) -> None:
-    """Finishes a replacement that best.json records: lists its checkpoint and removes the others' files."""
+def complete(model_dir: str, log=print) -> None:
+    """Finishes a replacement that best.json records: lists its checkpoint and removes the others' files.
+
+    A best.json that cannot be read (cut short, edited) is said and left as it is: best/ keeps the
+    checkpoint its `checkpoint` list names, and the next best evaluation writes both afresh.
+    """
     directory = best_dir(model_dir)
-    name = read(model_dir).get("checkpoint")
+    try:
+        name = read(model_dir).get("checkpoint")
+    except checkpoints.CheckpointError as error:
+        log(f"WARNING: {error}")
+        return
     if not name or not tf.io.gfile.exists(os.path.join(directory, name + ".index")):
         return
     listed = [os.path.basename(path) for path in checkpoints.listed_checkpoints(directory)]
@@ -72,9 +80,31 @@ def complete(model_dir: str) -> None:
 
 
 def read(model_dir: str) -> dict:
-    """`best/best.json` of a run: {metric, value, step, checkpoint}, or {} when none is kept."""
+    """`best/best.json` of a run: {metric, value, step, checkpoint}, or {} when none is kept.
+
+    CheckpointError names the file when it is not such a record.
+    """
     path = os.path.join(best_dir(model_dir), BEST_FILE)
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as file:
-        return json.loads(file.read())
+        text = file.read()
+    try:
+        record = json.loads(text)
+    except ValueError as error:
+        record, reason = None, str(error)
+    else:
+        reason = "not a record of metric, value, step and checkpoint"
+    if not isinstance(record, dict) or not isinstance(record.get("checkpoint"), str):
+        raise checkpoints.CheckpointError(
+            f"{path} cannot be read ({reason}); best/ keeps the checkpoint its `checkpoint` file lists, and the "
+            f"next best evaluation rewrites {BEST_FILE}."
+        )
+    return record
+
+
+def _readable(model_dir: str) -> dict:
+    try:
+        return read(model_dir)
+    except checkpoints.CheckpointError:
+        return {}  # rewritten with the new best

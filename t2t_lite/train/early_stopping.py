@@ -70,10 +70,11 @@ class EarlyStopping:
 
 
 class BestSoFar(tf.Module):
-    """(best value, its step, the last evaluated step): checkpointed with the run."""
+    """(metric, best value, its step, the last evaluated step): checkpointed with the run."""
 
     def __init__(self):
         super().__init__(name="early_stopping")
+        self.metric = tf.Variable("", dtype=tf.string, trainable=False)
         self.value = tf.Variable(math.nan, dtype=tf.float64, trainable=False)
         self.step = tf.Variable(-1, dtype=tf.int64, trainable=False)
         self.evaluated_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
@@ -85,6 +86,10 @@ class BestSoFar(tf.Module):
     def update(self, rule: EarlyStopping, step: int, value: float) -> bool:
         """Records the evaluation at `step`; returns whether it is the new best."""
         self.evaluated_step.assign(step)
+        if self.metric.numpy().decode() != rule.metric:  # a rerun judged by another metric: its best starts here
+            self.metric.assign(rule.metric)
+            self.value.assign(math.nan)
+            self.step.assign(-1)
         if not rule.improves(value, float(self.value.numpy())):
             return False
         self.value.assign(value)
@@ -98,7 +103,8 @@ class BestSoFar(tf.Module):
 
     def stopped_before(self, rule: EarlyStopping, step: int) -> bool:
         """Whether a restored run at `step` had already stopped there (its last evaluation said so)."""
-        return int(self.evaluated_step.numpy()) == step and self.stops(rule, step)
+        same_metric = self.metric.numpy().decode() == rule.metric
+        return same_metric and int(self.evaluated_step.numpy()) == step and self.stops(rule, step)
 
     def stop_line(self, rule: EarlyStopping, step: int) -> str:
         value, best_step = self.best

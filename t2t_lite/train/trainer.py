@@ -246,7 +246,7 @@ def train_and_evaluate(
             run_steps.resume(output_dir, int(optimizer.iterations.numpy()), log)
         model_info.write_model_info(save_dir, hparams, problem.name, settings.model_name, vocab_size, fingerprint)
 
-        best_checkpoint.complete(save_dir)  # a replacement of best/ that a kill interrupted
+        best_checkpoint.complete(save_dir, log)  # a replacement of best/ that a kill interrupted
         judge = evaluation.Judge(rule, best, save_dir, distribution.is_chief(strategy), log, tuple(dev_scorers))
         training = _Training(
             problem, hparams, data_dir, save_dir, steps, batches, manager, run_steps, vocab_size, log, judge, signals
