@@ -85,22 +85,20 @@ def read(model_dir: str) -> dict:
     CheckpointError names the file when it is not such a record.
     """
     path = os.path.join(best_dir(model_dir), BEST_FILE)
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as file:
-        text = file.read()
     try:
-        record = json.loads(text)
+        record = model_info.json_object(path)
     except ValueError as error:
-        record, reason = None, str(error)
-    else:
-        reason = "not a record of metric, value, step and checkpoint"
-    if not isinstance(record, dict) or not isinstance(record.get("checkpoint"), str):
-        raise checkpoints.CheckpointError(
-            f"{path} cannot be read ({reason}); best/ keeps the checkpoint its `checkpoint` file lists, and the "
-            f"next best evaluation rewrites {BEST_FILE}."
-        )
+        raise _unreadable(path, error) from None
+    if record and not isinstance(record.get("checkpoint"), str):
+        raise _unreadable(path, "not a record of metric, value, step and checkpoint")
     return record
+
+
+def _unreadable(path: str, why) -> checkpoints.CheckpointError:
+    return checkpoints.CheckpointError(
+        f"{path} cannot be read ({why}); best/ keeps the checkpoint its `checkpoint` file lists, and the next "
+        f"best evaluation rewrites {BEST_FILE}."
+    )
 
 
 def _readable(model_dir: str) -> dict:

@@ -69,6 +69,17 @@ def read_problem_info(model_dir: str) -> dict:
     return info
 
 
+def json_object(path: str) -> dict:
+    """The JSON object in the file `path` ({} when there is no such file); ValueError says why it is none."""
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as file:
+        record = json.loads(file.read())
+    if not isinstance(record, dict):
+        raise ValueError(f"a JSON {type(record).__name__}, not an object")
+    return record
+
+
 def _damaged(model_dir: str, name: str, what) -> CheckpointError:
     return CheckpointError(
         f"{os.path.join(model_dir, name)}: {what}. t2t-trainer wrote it to record how the checkpoints beside it "

@@ -17,8 +17,6 @@ A rerun of the same command resumes the new run's own checkpoints, never the sou
 import json
 import os
 
-import tensorflow as tf
-
 from t2t_lite.train import checkpoints, model_info
 
 RECORD_FILE = "warm_start.json"
@@ -136,17 +134,10 @@ def write_record(output_dir: str, prefix: str, differences: dict) -> None:
 def read_record(output_dir: str) -> dict:
     """The run's warm_start.json, or {} for a run that started from scratch; WarmStartError names a damaged one."""
     path = os.path.join(output_dir, RECORD_FILE)
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path) as file:
-        text = file.read()
     try:
-        record = json.loads(text)
+        return model_info.json_object(path)
     except ValueError:
-        record = None
-    if not isinstance(record, dict):
         raise WarmStartError(
             f"{path} cannot be read (not the JSON record t2t-trainer writes of the checkpoint this run started "
             f"from). Rerun without --warm_start_from to resume the run from its own checkpoints, or restore the file."
-        )
-    return record
+        ) from None
