@@ -10,6 +10,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
+def merged_reports(processes, report_of) -> dict:
+    """The reports of processes a shared build started side by side (`report_of(process)` each), merged; any
+    still running when one fails is killed."""
+    report = {}
+    try:
+        for process in processes:
+            report.update(report_of(process))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    return report
+
+
 @pytest.fixture(scope="session")
 def built_once(tmp_path_factory):
     """`built_once(name, build)`: the directory `build(path)` wrote, built once per test run.

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import test_trainer
+from conftest import merged_reports
 from test_multiworker import check_judged_run
 from test_trainer import logged_scalars, run_cli
 
@@ -180,15 +181,7 @@ def parts_report(built_once, reverse_data, reference_run):
 
     def build(path):
         processes = [start_parts(parts, reverse_data, str(path), reference_run) for parts in PROCESSES]
-        report = {}
-        try:
-            for process in processes:
-                report.update(report_of(process))
-        finally:
-            for process in processes:
-                if process.poll() is None:
-                    process.kill()
-                    process.communicate()
+        report = merged_reports(processes, report_of)
         with open(path / "report.json", "w") as file:
             json.dump(report, file)
 

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import merged_reports
 
 from t2t_lite import registry
 from t2t_lite.data import datagen, input_pipeline
@@ -302,15 +303,7 @@ def run_two_replica_parts(built_once, name, processes):
         os.mkdir(data_dir)
         write_marked_shards(data_dir)
         started = [start_two_replicas(parts, data_dir, str(path)) for parts in processes]
-        report = {}
-        try:
-            for process in started:
-                report.update(two_replicas_report(process))
-        finally:
-            for process in started:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+        report = merged_reports(started, two_replicas_report)
         with open(path / "report.json", "w") as file:
             json.dump(report, file)
 
