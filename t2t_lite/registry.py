@@ -107,6 +107,11 @@ def hparams(name: str):
     return _lookup(_HPARAMS, "hparams set", name, "hparams sets")()
 
 
+def retired_note(name: str):
+    """Why the registered hparams set `name` is retired and what replaces it, or None for a current set."""
+    return getattr(_lookup(_HPARAMS, "hparams set", name, "hparams sets"), "retired", None)
+
+
 def model(name: str):
     """Returns the registered model class."""
     return _lookup(_MODELS, "model", name, "models")

@@ -20,7 +20,7 @@ def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
     model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
     write_checkpoints(model_dir, steps=[0, 10, 20], keep=5)
     prefix = averaging.average_checkpoints(model_dir, output_dir, n=5)
-    assert "ckpt-0, the untrained initial weights, left out" in capsys.readouterr().out
+    assert "Left out: ckpt-0 (the untrained initial weights)" in capsys.readouterr().out
     averaged = tf.train.load_checkpoint(prefix)
     readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
     for key in weight_keys(prefix):
@@ -84,7 +84,8 @@ def run_avg_all(argv):
 def test_avg_all_tool(tmp_path):
     model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
     write_checkpoints(model_dir, steps=[1, 2], keep=5)
-    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=5"])  # fewer than n: all of them
+    # Fewer than n: all of them (--min_steps=0: these steps are all inside transformer_tiny's warm-up).
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=5", "--min_steps=0"])
     reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
     one, two = (tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2))
     key = weight_keys(os.path.join(model_dir, "ckpt-2"))[0]
@@ -98,7 +99,7 @@ def test_avg_all_and_the_newest_average_work_with_directories_relative_to_the_cw
     write_checkpoints(str(tmp_path / "train"), steps=[1, 2, 3], keep=5)
     monkeypatch.chdir(tmp_path)
     assert checkpoints.listed_checkpoints("train") == [os.path.join("train", f"ckpt-{s}") for s in (1, 2, 3)]
-    run_avg_all(["--model_dir=train", "--output_dir=avg", "--n=2"])
+    run_avg_all(["--model_dir=train", "--output_dir=avg", "--n=2", "--min_steps=0"])
     newest = checkpoints.checkpoint_path("avg")  # what t2t-decoder --output_dir=avg reads
     assert newest == os.path.join("avg", "ckpt-3")
     assert 'model_checkpoint_path: "ckpt-3"' in (tmp_path / "avg" / "checkpoint").read_text()  # still movable
@@ -186,6 +187,7 @@ def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_other
             f"--model_dir={model_dir}",
             f"--output_dir={output_dir}",
             "--n=2",
+            "--min_steps=0",
             f"--checkpoint_path={os.path.join(model_dir, 'ckpt-2')}",
         ]
     )
@@ -205,3 +207,52 @@ def test_avg_all_paths_are_checked_before_any_work(tmp_path):
     write_checkpoints(str(tmp_path / "train"), steps=[1], keep=5)
     with pytest.raises(t2t_avg_all.flags.UsageError, match="--output_dir=.*a_file: is a file; give a directory"):
         run_avg_all([f"--model_dir={tmp_path / 'train'}", f"--output_dir={a_file}"])
+
+
+def test_avg_all_leaves_out_the_warm_up_by_default_and_names_what_it_left_out(tmp_path, capsys):
+    """A short run's average is not pulled back to weights of eq. 3's rising rate (transformer_tiny: 1,000 steps)."""
+    model_dir = str(tmp_path / "train")
+    write_checkpoints(model_dir, steps=[0, 250, 500, 750, 1000, 1250, 1500], keep=10)
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={tmp_path / 'avg'}", "--n=5"])
+    out = capsys.readouterr().out
+    assert "Averaged 3 checkpoints (ckpt-1000, ckpt-1250, ckpt-1500)" in out
+    assert "Left out: ckpt-500 (before --min_steps=1000); ckpt-750 (before --min_steps=1000)" in out
+    key = weight_keys(f"{model_dir}/ckpt-1500")[0]
+    expected = np.mean(
+        [tf.train.load_checkpoint(f"{model_dir}/ckpt-{s}").get_tensor(key) for s in (1000, 1250, 1500)], 0
+    )
+    np.testing.assert_allclose(
+        tf.train.load_checkpoint(f"{tmp_path}/avg/ckpt-1500").get_tensor(key), expected, rtol=1e-6
+    )
+
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={tmp_path / 'all'}", "--n=5", "--min_steps=0"])
+    assert "Averaged 5 checkpoints (ckpt-500, ckpt-750, ckpt-1000, ckpt-1250, ckpt-1500)" in capsys.readouterr().out
+
+
+def test_a_run_that_ends_inside_the_warm_up_gives_its_newest_checkpoint_alone(tmp_path, capsys):
+    model_dir = str(tmp_path / "train")
+    write_checkpoints(model_dir, steps=[0, 250, 376], keep=10)
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={tmp_path / 'avg'}"])
+    out = capsys.readouterr().out
+    assert "Averaged 1 checkpoint (ckpt-376)" in out and "ckpt-250 (before --min_steps=1000)" in out
+    key = weight_keys(f"{model_dir}/ckpt-376")[0]
+    np.testing.assert_array_equal(
+        tf.train.load_checkpoint(f"{tmp_path}/avg/ckpt-376").get_tensor(key),
+        tf.train.load_checkpoint(f"{model_dir}/ckpt-376").get_tensor(key),
+    )
+
+
+def test_a_periodic_checkpoint_the_final_one_follows_within_half_an_interval_is_not_counted_twice():
+    """A run stopped by the clock one update after a save leaves ckpt-1000 and ckpt-1001: nearly one model."""
+    paths = [f"m/ckpt-{step}" for step in (0, 250, 500, 750, 1000, 1001)]
+    chosen, left_out = averaging.chosen_checkpoints(paths, 5)
+    assert chosen == ["m/ckpt-250", "m/ckpt-500", "m/ckpt-750", "m/ckpt-1001"]
+    # Named: what the last 5 held and the average leaves out (ckpt-0 was not among them).
+    assert left_out == [("m/ckpt-1000", "1 update(s) before the final ckpt-1001")]
+    # Regular intervals, or a final checkpoint more than half an interval after the last periodic one: all count.
+    assert averaging.chosen_checkpoints([f"m/ckpt-{s}" for s in (250, 500, 750, 1000)], 5)[0][0] == "m/ckpt-250"
+    assert len(averaging.chosen_checkpoints([f"m/ckpt-{s}" for s in (250, 500, 750, 1000, 1130)], 5)[0]) == 5
+    # Irregular (--save_checkpoints_secs) intervals: the median interval is the usual one.
+    assert averaging.chosen_checkpoints([f"m/ckpt-{s}" for s in (100, 180, 300, 390, 395)], 5)[1] == [
+        ("m/ckpt-390", "5 update(s) before the final ckpt-395")
+    ]

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from t2t_lite import registry
+from t2t_lite.cli import flags
 from t2t_lite.hparam import HParams
 from t2t_lite.train import schedule
 
@@ -81,7 +82,7 @@ MULTI30K_HOUR = {
     "learning_rate_warmup_steps": 2000,
     "activation_dtype": "bfloat16",
 }
-MULTI30K_HOUR_FLOAT32 = {
+MULTI30K_SMALL = {
     **MULTI30K_HOUR,
     "hidden_size": 192,
     "filter_size": 768,
@@ -142,10 +143,32 @@ def test_transformer_multi30k_hour():
     assert registry.hparams("transformer_multi30k_hour").values() == MULTI30K_HOUR
 
 
-def test_transformer_multi30k_hour_float32():
-    assert registry.hparams("transformer_multi30k_hour_float32").values() == MULTI30K_HOUR_FLOAT32
-    hp = registry.hparams("transformer_multi30k_hour_float32")
+def test_transformer_multi30k_small():
+    assert registry.hparams("transformer_multi30k_small").values() == MULTI30K_SMALL
+    hp = registry.hparams("transformer_multi30k_small")
     assert (hp.num_heads, hp.key_channels // hp.num_heads) == (4, 48)  # h kept, so d_k shrinks with d_model
+    # The same model on every host: no dtype that some CPUs round in hardware and others emulate.
+    assert hp.activation_dtype == "float32"
+
+
+def test_the_time_bound_multi30k_sets_are_retired_with_a_warning_that_names_the_recipe(capsys):
+    assert registry.hparams("transformer_multi30k_hour_float32").values() == MULTI30K_SMALL
+    assert "former name of transformer_multi30k_small" in registry.retired_note("transformer_multi30k_hour_float32")
+    for name in ("transformer_multi30k_hour", "transformer_multi30k_hour_slow_cpu"):
+        assert "transformer_multi30k_small for 5,841 updates" in registry.retired_note(name)
+    for name in ("transformer_base", "transformer_tiny", "transformer_multi30k", "transformer_multi30k_small"):
+        assert registry.retired_note(name) is None
+
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["t2t-trainer", "--hparams_set=transformer_multi30k_hour_slow_cpu", "--hparams=num_heads=2"])
+    assert flags.hparams_from_flags().num_heads == 2  # still usable, as the rows that name it ran it
+    assert capsys.readouterr().err.startswith(
+        "WARNING: --hparams_set=transformer_multi30k_hour_slow_cpu: a retired recipe, fitted to one CPU type's hour"
+    )
+    flags.FLAGS(["t2t-trainer", "--hparams_set=transformer_multi30k_small"])
+    flags.hparams_from_flags()
+    assert capsys.readouterr().err == ""
+    flags.FLAGS.unparse_flags()
 
 
 def test_transformer_multi30k_hour_slow_cpu():
@@ -158,7 +181,7 @@ def test_transformer_multi30k_hour_slow_cpu():
         ("transformer_multi30k", 9.9e-4),
         ("transformer_multi30k_hour", 1.4e-3),
         ("transformer_multi30k_hour_slow_cpu", 1.4e-3),
-        ("transformer_multi30k_hour_float32", 2.3e-3),
+        ("transformer_multi30k_small", 2.3e-3),
     ],
 )
 def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):

@@ -97,7 +97,9 @@ def trained(built_once):
                 "--local_eval_frequency=4",
                 "--eval_steps=1",
             ),
-            "t2t-avg-all": run_tool("t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2"),
+            "t2t-avg-all": run_tool(
+                "t2t-avg-all", f"--model_dir={root}/train", f"--output_dir={root}/avg", "--n=2", "--min_steps=0"
+            ),
         }
         (path / "lines.json").write_text(json.dumps(lines))
 

@@ -42,6 +42,32 @@ def test_the_record_holds_size_mtime_and_hash_of_each_raw_file(generated):
     assert record["train"]["train.src"]["size"] == os.path.getsize(os.path.join(tmp_dir, "train.src"))
 
 
+def test_the_digest_names_the_raw_data_so_two_machines_can_tell_whether_theirs_is_the_same(generated, tmp_path, capsys):
+    """Equal on a copy of the same raw files elsewhere, different when one file's content differs."""
+    data_dir, tmp_dir = generated
+    digest, files = raw_fingerprint.digest(raw_fingerprint.record_path(data_dir, "tiny_files"))
+    assert files == 4 and len(digest) == 12
+    hashes = {}
+    for split, names in (("train", ("train.src", "train.tgt")), ("test", ("test.src", "test.tgt"))):
+        for name in names:
+            with open(os.path.join(tmp_dir, name), "rb") as file:
+                hashes[(split, name)] = hashlib.sha256(file.read()).hexdigest()
+    lines = sorted(f"{split}\t{name}\t{sha}" for (split, name), sha in hashes.items())
+    assert digest == hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+    elsewhere, other_data = str(tmp_path / "copy"), str(tmp_path / "copy_data")
+    write_corpus(elsewhere, "train", sentence_pairs()[:80])
+    write_corpus(elsewhere, "test", sentence_pairs()[90:])
+    capsys.readouterr()
+    datagen.generate(TinyFiles(), other_data, elsewhere)
+    assert f"tiny_files: raw data digest {digest} (4 files)" in capsys.readouterr().out
+    changed, changed_data = str(tmp_path / "changed"), str(tmp_path / "changed_data")
+    write_corpus(changed, "train", sentence_pairs()[:79])
+    write_corpus(changed, "test", sentence_pairs()[90:])
+    datagen.generate(TinyFiles(), changed_data, changed)
+    assert raw_fingerprint.digest(raw_fingerprint.record_path(changed_data, "tiny_files"))[0] != digest
+
+
 def test_unchanged_raw_files_are_reused_even_when_copied_afresh(generated):
     data_dir, tmp_dir = generated
     before = data_files(data_dir)

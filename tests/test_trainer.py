@@ -423,6 +423,54 @@ def test_eta_honours_train_minutes(reverse_data, tmp_path, hundred_seconds_per_u
     assert "Stopped after 10 minutes at step 6" in messages[-1]
 
 
+def test_a_bound_that_runs_out_during_an_evaluation_stops_at_the_step_evaluated_and_saved(
+    reverse_data, tmp_path, monkeypatch
+):
+    """100 s per update and 250 s per evaluation, every 4 steps, in a 10-minute bound: the evaluation of
+    step 4 ends at 650 s, past the bound, so the run stops at ckpt-4, without a 5th update, a 5th-step
+    checkpoint one update after the 4th, or a second evaluation."""
+    clock_per_update(monkeypatch, lambda update: 100.0)
+    evaluate = trainer._Training.evaluate_and_log
+
+    def slow_evaluation(self, eval_steps):
+        metrics = evaluate(self, eval_steps)
+        evaluations_took[0] += 250.0
+        return metrics
+
+    evaluations_took, update_clock = [0.0], trainer.time.time
+    monkeypatch.setattr(trainer.time, "time", lambda: update_clock() + evaluations_took[0])
+    monkeypatch.setattr(trainer._Training, "evaluate_and_log", slow_evaluation)
+    lines, output_dir = [], str(tmp_path / "run")
+    train(
+        reverse_data,
+        output_dir,
+        train_steps=100000,
+        save_checkpoints_steps=4,
+        local_eval_frequency=4,
+        schedule="train_and_evaluate",
+        train_minutes=10,
+        log=lines.append,
+    )
+    assert [line.split(":")[0] for line in lines if line.startswith("Eval at step")] == ["Eval at step 4"]
+    assert [checkpoints.checkpoint_step(path) for path in checkpoints.all_checkpoints(output_dir)] == [0, 4]
+    assert any("Stopped after 10 minutes at step 4;" in line for line in lines), lines
+
+
+def test_the_run_says_early_how_long_its_updates_take_on_this_machine(reverse_data, tmp_path, monkeypatch):
+    """Updates of 3 s while settling, then 0.5 s: timed from update 10 to 50, the 150 left take 75 s."""
+    clock_per_update(monkeypatch, lambda update: 3.0 if update <= 10 else 0.5)
+    lines = []
+    train(reverse_data, str(tmp_path / "run"), train_steps=200, save_checkpoints_steps=1000, log=lines.append)
+    assert (
+        "On this machine: 0.5 s per update (updates 11-50), so the 150 updates left take about 0:01:15. "
+        "The model is the same on any host; only this time is the machine's." in lines
+    ), lines
+    assert [line.split("ETA ")[1] for line in lines if line.startswith(("step 100/", "step 199/"))] == [
+        "0:00:50",
+        "0:00:00",
+    ]
+
+
 def test_a_bound_that_stops_the_run_inside_the_warmup_is_warned_of_early_and_at_the_stop(
     reverse_data, tmp_path, hundred_seconds_per_update
 ):

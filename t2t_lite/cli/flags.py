@@ -48,6 +48,12 @@ flags.DEFINE_string(
     "(<source>-<step>): written by t2t-translate-all, scored by t2t-bleu.",
 )
 flags.DEFINE_string("decode_hparams", "", 'Decoding settings, e.g. "beam_size=4,alpha=0.6,extra_length=50".')
+flags.DEFINE_integer(
+    "min_steps",
+    -1,
+    "Leave out checkpoints of fewer steps. -1 (default): t2t-avg-all leaves out those of eq. 3's warm-up "
+    "(learning_rate_warmup_steps of --model_dir's hparams.json), t2t-translate-all none.",
+)
 
 
 class UsageError(app.UsageError):
@@ -89,6 +95,9 @@ def hparams_from_flags():
         hparams = registry.hparams(FLAGS.hparams_set)
     except registry.RegistryError as error:
         raise UsageError(f"--hparams_set: {error}") from None
+    note = registry.retired_note(FLAGS.hparams_set)
+    if note:
+        print(f"WARNING: --hparams_set={FLAGS.hparams_set}: {note}", file=sys.stderr)
     try:
         return hparams.override(FLAGS.hparams)
     except HParamsError as error:

@@ -21,7 +21,6 @@ from t2t_lite.insights import translate_all
 FLAGS = flags.FLAGS
 
 absl_flags.DEFINE_string("source", None, "UTF-8 file of source sentences, one per line.")
-absl_flags.DEFINE_integer("min_steps", 0, "Leave out checkpoints of fewer steps (ckpt-0 holds the untrained weights).")
 absl_flags.DEFINE_float(
     "wait_minutes",
     0,
@@ -58,7 +57,7 @@ def main(argv):
             source,
             lines,
             translations_dir,
-            min_steps=FLAGS.min_steps,
+            min_steps=max(FLAGS.min_steps, 0),  # -1, the shared default: every checkpoint
             wait_minutes=FLAGS.wait_minutes,
             average_last_n=FLAGS.average_last_n,
         )

@@ -115,6 +115,9 @@ def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False, v
     report = problem.generate_data(data_dir, tmp_dir)
     raw_fingerprint.update(record, problem, tmp_dir, before, written=list(report.written), reused=report.reused)
     print(report.summary())
+    identity = raw_fingerprint.digest(record)
+    if identity:
+        print(f"{problem.base_name}: raw data digest {identity[0]} ({identity[1]:,} files); equal digests, equal data.")
     return report
 
 

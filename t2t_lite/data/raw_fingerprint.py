@@ -110,6 +110,23 @@ def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
     )
 
 
+def digest(path: str) -> tuple:
+    """(a short SHA-256 of every recorded raw file's name and content hash, the number of files), or None.
+
+    Two machines whose digests agree generate the same data: the gettext problems read the
+    system's catalogs, which differ with the packages installed, so a figure measured on one
+    machine holds on another only where this digest is the same.
+    """
+    record = read_record(path)
+    lines = sorted(
+        f"{split}\t{name}\t{entry['sha256']}" for split, files in record.items() for name, entry in files.items()
+    )
+    if not lines:
+        return None
+    files = {name for files in record.values() for name in files}
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:12], len(files)
+
+
 def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list) -> None:
     """Records the raw files of the splits just written (`before`: as they were when datagen started).
 

@@ -17,23 +17,62 @@ from t2t_lite.train import checkpoints, model_info
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
-def last_checkpoints(model_dir: str, n: int) -> list:
-    """The prefixes of the last `n` trained checkpoints in `model_dir`, by step, oldest first.
+def last_checkpoints(model_dir: str, n: int, min_step: int = 0) -> list:
+    """The prefixes of the last `n` checkpoints in `model_dir` that `chosen_checkpoints` keeps, oldest first."""
+    return chosen_checkpoints(checkpoints.all_checkpoints(model_dir), n, min_step)[0]
 
-    The trainer saves ckpt-0, the initial random weights, so that a run restarted from
-    scratch is exact; averaging it into a short run's checkpoints would pull the model
-    towards noise, so it counts only when it is the only checkpoint.
+
+def chosen_checkpoints(paths: list, n: int, min_step: int = 0) -> tuple:
+    """(the last `n` of `paths` worth averaging, [(path, why)] for those of the last `n` left out), oldest first.
+
+    Left out, each with its reason:
+    * ckpt-0, the initial random weights the trainer saves so that a run restarted from scratch
+      is exact: averaged into a short run's checkpoints it pulls the model towards noise;
+    * checkpoints before `min_step` (t2t-avg-all: the end of eq. 3's warm-up), whose weights are
+      far from the trained ones while the learning rate is still rising;
+    * a periodic checkpoint that the run's final checkpoint follows within half the usual
+      interval (a run stopped by the clock just after a save): the two are nearly one model,
+      which would count twice.
+    When nothing is left, the newest checkpoint alone is the result.
     """
-    return _last_trained(checkpoints.all_checkpoints(model_dir), n)
+    left_out = [(path, "the untrained initial weights") for path in paths if checkpoints.checkpoint_step(path) == 0]
+    left_out += [
+        (path, f"before --min_steps={min_step}") for path in paths if 0 < checkpoints.checkpoint_step(path) < min_step
+    ]
+    kept = [path for path in paths if path not in dict(left_out)]
+    near = _near_duplicate(kept)
+    if near:
+        left_out.append((near, f"{_gap(near, kept[-1]):,} update(s) before the final {os.path.basename(kept[-1])}"))
+        kept.remove(near)
+    if not kept:
+        kept, left_out = paths[-1:], [item for item in left_out if item[0] != paths[-1]]
+    chosen = kept[-n:]
+    return chosen, [(path, why) for path, why in sorted(left_out, key=_step_of_first) if path in paths[-n:]]
 
 
-def _last_trained(paths: list, n: int) -> list:
-    trained = [path for path in paths if checkpoints.checkpoint_step(path) > 0]
-    return (trained or paths)[-n:]
+def _step_of_first(item: tuple) -> int:
+    return checkpoints.checkpoint_step(item[0])
 
 
-def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = None) -> str:
+def _near_duplicate(paths: list):
+    """The checkpoint before the newest when the newest follows it within half the usual interval, else None."""
+    if len(paths) < 3:
+        return None
+    steps = [checkpoints.checkpoint_step(path) for path in paths]
+    usual = sorted(b - a for a, b in zip(steps[:-1], steps[1:-1]))
+    usual = usual[len(usual) // 2]
+    return paths[-2] if 2 * (steps[-1] - steps[-2]) < usual else None
+
+
+def _gap(older: str, newer: str) -> int:
+    return checkpoints.checkpoint_step(newer) - checkpoints.checkpoint_step(older)
+
+
+def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = None, min_step: int = 0) -> str:
     """Averages the model weights of the last `n` checkpoints of `model_dir` (up to `newest`) into `output_dir`.
+
+    Which checkpoints count: `chosen_checkpoints` (ckpt-0, steps before `min_step` and a periodic
+    checkpoint the final one nearly duplicates are left out, and named in the line printed).
 
     Every floating-point model variable becomes the mean over the checkpoints; everything
     else (the optimizer's state, the object graph) is copied from the newest, so the result
@@ -43,7 +82,7 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = N
     if n < 1:
         raise ValueError(f"--n={n}: must be at least 1.")
     every = _up_to(checkpoints.all_checkpoints(model_dir), newest)
-    paths = _last_trained(every, n)
+    paths, left_out = chosen_checkpoints(every, n, min_step)
     prefix = os.path.join(output_dir, f"{checkpoints.CHECKPOINT_NAME}-{checkpoints.checkpoint_step(paths[-1])}")
     _check_average_destination(model_dir, output_dir, prefix)
     names, tensors = _averaged_tensors(paths)
@@ -58,9 +97,10 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = N
         source = os.path.join(model_dir, info_file)
         if tf.io.gfile.exists(source):
             tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
-    left_out = len(paths) < min(n, len(every))  # only ckpt-0 is ever skipped
-    note = " (ckpt-0, the untrained initial weights, left out)" if left_out else ""
-    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}{note}")
+    plural = "" if len(paths) == 1 else "s"
+    print(f"Averaged {len(paths)} checkpoint{plural} ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}")
+    if left_out:
+        print("Left out: " + "; ".join(f"{os.path.basename(path)} ({why})" for path, why in left_out))
     return prefix
 
 

@@ -30,7 +30,7 @@ first estimate exists, a bound that holds fewer updates than learning_rate_warmu
 of, because the run will stop with the rate still rising, at step/warmup_steps of the peak the
 hparams set was chosen with, and score far below a run that completes it (docs/results.md,
 ablations). A shorter warm-up W with learning_rate × √(W / warmup_steps) keeps eq. 3's peak
-(transformer_multi30k_hour_slow_cpu).
+(transformer_quickstart does so).
 """
 
 import json

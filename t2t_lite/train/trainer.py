@@ -50,6 +50,7 @@ from t2t_lite.train import (
     warm_start,
 )
 from t2t_lite.train.early_stopping import EarlyStopping
+from t2t_lite.train.progress import Progress
 from t2t_lite.train.scalars import write_scalars
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
 from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
@@ -291,9 +292,8 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
         steps=settings.save_checkpoints_steps, seconds=settings.save_checkpoints_secs, last_time=time.time()
     )
     step = start_step = saved_step = int(optimizer.iterations.numpy())
-    writer = tf.summary.create_file_writer(training.save_dir)
-    metrics, started = {}, time.time()
-    window_start, window_tokens = started, 0.0
+    progress = Progress(step, settings.train_minutes, tf.summary.create_file_writer(training.save_dir), log)
+    started, metrics, evaluated_step = progress.started, {}, None
     run_steps.start_clock(started)
     if training.judge.stopped_before(step):  # a rerun of a run that stopped early
         training.stopped_early = True
@@ -303,50 +303,18 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
             if step != saved_step:
                 _save(steps, training.batches, training.manager, step)
             training.signals.stop(step, training.manager.latest_checkpoint)
-        sums, length = _one_update(steps, training.batches, training.micro_batches)
-        if step == start_step:
-            flops_per_step = flops.flops_per_step(training.hparams, training.vocab_size, sums.target_tokens, length)
-            log(
-                f"Estimated {flops_per_step:.3g} FLOPs per step "
-                f"(first step: {sums.target_tokens:,.0f} target tokens, padded length {length})."
-            )
-        # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
-        step = int(optimizer.iterations.numpy())
-        step_loss = sums.loss / max(sums.target_tokens, 1.0)
-        if not math.isfinite(step_loss):
-            raise TrainingError(
-                f"Loss is {step_loss} at step {step}; stopped without saving, so "
-                f"{training.manager.latest_checkpoint} is the last good checkpoint. Lower learning_rate, raise "
-                f"learning_rate_warmup_steps or set clip_grad_norm (--hparams), then rerun to resume from it."
-            )
-        window_tokens += sums.target_tokens
+        # Checked before an update, not after: a bound that runs out during an evaluation or a save
+        # stops the run at the step just saved, not one update later with a second checkpoint and evaluation.
         out_of_time = bool(settings.train_minutes) and time.time() - started >= 60.0 * settings.train_minutes
         if not out_of_time:
-            run_steps.measure(step, time.time(), training.save_dir, log)
+            step = _update(training, progress, step, start_step, settings)
         finished = step >= run_steps.end or out_of_time
-        if step % settings.summary_steps == 0 or finished:
-            now = time.time()
-            # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
-            rate = learning_rate_schedule(training.hparams, run_steps.end)(step - 1)
-            values = {
-                "loss": step_loss,
-                "learning_rate": float(rate),
-                "tokens_per_second": window_tokens / max(now - window_start, 1e-9),
-            }
-            write_scalars(writer, step, values)
-            remaining = (now - started) / max(step - start_step, 1) * (run_steps.end - step)
-            if settings.train_minutes:  # whichever bound comes first
-                remaining = max(0.0, min(remaining, started + 60.0 * settings.train_minutes - now))
-            log(
-                f"step {step}/{run_steps.end}  loss {step_loss:.4f}  learning_rate {values['learning_rate']:.3g}  "
-                f"tokens/s {values['tokens_per_second']:,.0f}  ETA {run_length.duration(remaining)}"
-            )
-            window_start, window_tokens = now, 0.0
         # Evaluated before the save, so that the checkpoint of an evaluated step holds its judgement.
         stopped_early = False
-        if eval_frequency and (step % eval_frequency == 0 or finished):
+        if eval_frequency and (step % eval_frequency == 0 or finished) and step != evaluated_step:
             metrics = training.evaluate_and_log(settings.eval_steps)
             stopped_early = training.judge(steps, step, metrics)
+            evaluated_step = step
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
         if step != saved_step and (saving.due(step, time.time()) or finished or stopped_early):
@@ -366,6 +334,37 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
                 log(warning)
             break
     return metrics
+
+
+def _update(training: _Training, progress: Progress, step: int, start_step: int, settings: RunSettings) -> int:
+    """One update, its checks and, every summary_steps or at the run's end, its line; returns the new step."""
+    steps, run_steps = training.steps, training.run_steps
+    sums, length = _one_update(steps, training.batches, training.micro_batches)
+    if step == start_step:
+        flops_per_step = flops.flops_per_step(training.hparams, training.vocab_size, sums.target_tokens, length)
+        training.log(
+            f"Estimated {flops_per_step:.3g} FLOPs per step "
+            f"(first step: {sums.target_tokens:,.0f} target tokens, padded length {length})."
+        )
+    # A float16 step with overflowing gradients is skipped by the loss scaler: same step again.
+    step = int(steps.optimizer.iterations.numpy())
+    step_loss = sums.loss / max(sums.target_tokens, 1.0)
+    if not math.isfinite(step_loss):
+        raise TrainingError(
+            f"Loss is {step_loss} at step {step}; stopped without saving, so "
+            f"{training.manager.latest_checkpoint} is the last good checkpoint. Lower learning_rate, raise "
+            f"learning_rate_warmup_steps or set clip_grad_norm (--hparams), then rerun to resume from it."
+        )
+    now = time.time()
+    past_bound = bool(settings.train_minutes) and now - progress.started >= 60.0 * settings.train_minutes
+    if not past_bound:
+        run_steps.measure(step, now, training.save_dir, training.log)  # no fit from an update past the bound
+    progress.updated(step, sums.target_tokens, run_steps.end, now)
+    if step % settings.summary_steps == 0 or step >= run_steps.end or past_bound:
+        # The rate update `step` used: after it the optimizer's own reads eq. 3 at step + 1.
+        rate = learning_rate_schedule(training.hparams, run_steps.end)(step - 1)
+        progress.line(step, run_steps.end, step_loss, float(rate))
+    return step
 
 
 def _one_update(steps, batches, micro_batches) -> tuple:

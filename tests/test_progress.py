@@ -1,0 +1,51 @@
+"""The trainer's progress lines (t2t_lite.train.progress): the early estimate of the run's time and the ETA."""
+
+import tensorflow as tf
+
+from t2t_lite.train.progress import SETTLING_UPDATES, TIMED_UPDATES, Progress
+
+
+def run(progress, step, end, seconds, first_seconds=None):
+    """Feeds updates until `step`, each taking `seconds` (the settling ones `first_seconds`); returns the clock."""
+    now = progress.started
+    for update in range(progress.start_step + 1, step + 1):
+        settling = update - progress.start_step <= SETTLING_UPDATES
+        now += first_seconds if settling and first_seconds else seconds
+        progress.updated(update, 100.0, end, now)
+    return now
+
+
+def test_the_estimate_leaves_out_the_settling_updates_and_says_when_the_clock_ends_the_run_first(tmp_path):
+    lines = []
+    progress = Progress(200, train_minutes=0, writer=None, log=lines.append, now=0.0)
+    run(progress, 200 + SETTLING_UPDATES + TIMED_UPDATES, end=1200, seconds=0.25, first_seconds=5.0)
+    assert lines == [
+        "On this machine: 0.25 s per update (updates 211-250), so the 950 updates left take about 0:03:57. "
+        "The model is the same on any host; only this time is the machine's."
+    ]
+    lines.clear()
+    bounded = Progress(0, train_minutes=1, writer=None, log=lines.append, now=0.0)
+    run(bounded, SETTLING_UPDATES + TIMED_UPDATES, end=1000, seconds=0.5)
+    assert lines[0].endswith("take about 0:07:55; --train_minutes=1 stops it sooner. " + lines[0].split(". ")[-1])
+
+
+def test_a_line_shows_tokens_per_second_since_the_last_line_and_the_eta_from_the_timed_updates(tmp_path):
+    lines = []
+    progress = Progress(
+        0, train_minutes=0, writer=tf.summary.create_file_writer(str(tmp_path)), log=lines.append, now=0.0
+    )
+    now = run(progress, 100, end=300, seconds=0.5, first_seconds=4.0)
+    progress.line(100, 300, loss=3.25, learning_rate=0.001, now=now)
+    # 10 settling updates of 4 s, then 90 of 0.5 s: 10,000 tokens in 85 s; 200 left at 0.5 s each.
+    assert lines[-1] == "step 100/300  loss 3.2500  learning_rate 0.001  tokens/s 118  ETA 0:01:40"
+    now = run_from(progress, 100, 150, 1.0, now)
+    progress.line(150, 300, loss=3.0, learning_rate=0.001, now=now)
+    # Slower updates since: 5,000 tokens in 50 s; the ETA averages all 140 timed updates (95 s), 150 left.
+    assert lines[-1] == "step 150/300  loss 3.0000  learning_rate 0.001  tokens/s 100  ETA 0:01:41"
+
+
+def run_from(progress, step, until, seconds, now):
+    for update in range(step + 1, until + 1):
+        now += seconds
+        progress.updated(update, 100.0, 300, now)
+    return now

@@ -1,0 +1,104 @@
+"""The recipes behind the figures the README and docs/results.md state, pinned to those figures.
+
+A figure is the result of a recipe: hparams set (every value), update count, seed, averaging,
+data. The recipes are written here once, with the figure each was measured at; the scripts
+that run them (quickstart.sh, bench/multi30k.sh), the hparams sets and the docs must all agree
+with them. Changing a recipe without measuring it again, or a figure without its recipe, fails
+here: re-measure, then change the recipe, the figure and the docs together.
+"""
+
+import os
+import re
+
+from t2t_lite import registry
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The main job (README command one): what quickstart.sh runs, and the test sacreBLEU it scored.
+QUICKSTART = {"HPARAMS": "transformer_quickstart", "STEPS": "1600", "SEED": "1", "SAVE_STEPS": "200"}
+QUICKSTART_SET = {
+    "hidden_size": 128,
+    "filter_size": 512,
+    "num_heads": 4,
+    "num_hidden_layers": 2,
+    "learning_rate": 0.6325,
+    "learning_rate_warmup_steps": 400,
+    "learning_rate_decay_steps": 600,
+    "batch_size": 2048,
+    "tokens_per_step": 0,
+    "max_length": 128,
+    "activation_dtype": "float32",
+    "layer_prepostprocess_dropout": 0.0,
+    "label_smoothing": 0.1,
+}
+QUICKSTART_BLEU = "28.11"
+
+# The Multi30k recipe (bench/multi30k.sh's defaults) and its EN→DE val sacreBLEU per seed.
+MULTI30K = {"HPARAMS_SET": "transformer_multi30k_small", "TRAIN_STEPS": "5841", "SEED": "1", "AVG_N": "1"}
+MULTI30K_SET = {
+    "hidden_size": 192,
+    "filter_size": 768,
+    "num_heads": 4,
+    "num_hidden_layers": 3,
+    "learning_rate": 1.0,
+    "learning_rate_warmup_steps": 1000,
+    "learning_rate_decay_steps": 2000,
+    "batch_size": 2048,
+    "activation_dtype": "float32",
+    "layer_prepostprocess_dropout": 0.2,
+    "label_smoothing": 0.1,
+}
+MULTI30K_BLEU = {1: "39.43", 2: "38.50"}
+
+
+def read(name):
+    with open(os.path.join(ROOT, name), encoding="utf-8") as file:
+        return file.read()
+
+
+def script_defaults(name):
+    """NAME=value and NAME=${KNOB:-value} assignments of a shell script, as NAME -> value."""
+    defaults = {}
+    for name_, value in re.findall(r"^([A-Z_]+)=(\S+)$", read(name), re.MULTILINE):
+        knob = re.fullmatch(r"\$\{[A-Z_]+:-([^}]*)\}", value)
+        defaults[name_] = knob.group(1) if knob else value
+    return defaults
+
+
+def test_quickstart_runs_the_recipe_its_figure_was_measured_with():
+    defaults = script_defaults("quickstart.sh")
+    assert {name: defaults.get(name) for name in QUICKSTART} == QUICKSTART
+    values = registry.hparams(QUICKSTART["HPARAMS"]).values()
+    assert {name: values[name] for name in QUICKSTART_SET} == QUICKSTART_SET
+    script = read("quickstart.sh")
+    assert '--train_steps="$STEPS" --random_seed=$SEED --save_checkpoints_steps=$SAVE_STEPS' in script
+    assert "--train_minutes" not in script  # a result that depends on the host's speed
+    # The last checkpoint is decoded, scored and exported.
+    assert script.count('--output_dir="$TRAIN"') == 3 and "t2t-avg-all" not in script
+
+
+def test_readme_and_results_state_the_quickstart_figure_with_its_recipe():
+    updates = f"{int(QUICKSTART['STEPS']):,}"
+    readme = read("README.md")
+    assert f"{updates} updates" in readme and f"**{QUICKSTART_BLEU}**" in readme
+    rows = [line for line in read("docs/results.md").splitlines() if line.startswith("| gettext EN→DE |")]
+    assert any(
+        f"`{QUICKSTART['HPARAMS']}`, {updates} updates, seed {QUICKSTART['SEED']}" in row and QUICKSTART_BLEU in row
+        for row in rows
+    ), rows
+
+
+def test_multi30k_script_runs_the_recipe_its_figures_were_measured_with():
+    defaults = script_defaults("bench/multi30k.sh")
+    assert {name: defaults.get(name) for name in MULTI30K} == MULTI30K
+    values = registry.hparams(MULTI30K["HPARAMS_SET"]).values()
+    assert {name: values[name] for name in MULTI30K_SET} == MULTI30K_SET
+
+
+def test_results_state_the_multi30k_figures_with_their_recipe():
+    updates = f"{int(MULTI30K['TRAIN_STEPS']):,}"
+    rows = [line for line in read("docs/results.md").splitlines() if line.startswith("| EN→DE |")]
+    for seed, bleu in MULTI30K_BLEU.items():
+        assert any(
+            f"`{MULTI30K['HPARAMS_SET']}`, {updates} updates, seed {seed}" in row and bleu in row for row in rows
+        ), (seed, rows)
