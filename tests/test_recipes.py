@@ -9,6 +9,7 @@ here: re-measure, then change the recipe, the figure and the docs together.
 
 import os
 import re
+import subprocess
 
 from t2t_lite import registry
 
@@ -102,3 +103,16 @@ def test_results_state_the_multi30k_figures_with_their_recipe():
         assert any(
             f"`{MULTI30K['HPARAMS_SET']}`, {updates} updates, seed {seed}" in row and bleu in row for row in rows
         ), (seed, rows)
+
+
+def test_quickstart_refuses_a_time_bound_and_a_bad_update_count_before_any_work(tmp_path):
+    """QUICKSTART_MINUTES would make the model depend on the host's speed: named, exit 2, nothing set up."""
+    script = os.path.join(ROOT, "quickstart.sh")
+    for knobs, message in (
+        ({"QUICKSTART_MINUTES": "5"}, "quickstart.sh: QUICKSTART_MINUTES is not read: the main job trains a fixed"),
+        ({"QUICKSTART_STEPS": "lots"}, "quickstart.sh: QUICKSTART_STEPS=lots: give the number of updates"),
+    ):
+        environment = {**os.environ, "T2T_WORK": str(tmp_path / "work"), **knobs}
+        result = subprocess.run(["bash", script], env=environment, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and result.stderr.startswith(message), result.stderr
+        assert not (tmp_path / "work").exists()
