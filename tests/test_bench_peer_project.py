@@ -4,7 +4,6 @@ It runs the peers' protocol (their peer_common.py), so it needs the peers' harne
 not part of this repository: found beside the checkout as ../shared/peers, else skipped.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -51,7 +50,6 @@ def test_savedmodel_runs_every_hypothesis_to_30_tokens_and_equals_decode_batch()
 
 
 @needs_peers
-@pytest.mark.skipif(importlib.util.find_spec("ctranslate2") is None, reason="ctranslate2 (extra [ctranslate2]) missing")
 def test_the_converted_model_in_ctranslate2_decodes_the_peers_workload_as_decode_batch_does():
     """--ctranslate2 float32, greedy: the converted model runs every sentence to 30 tokens and picks the
     tokens t2t_lite's own greedy search picks (the conversion is exact; beam search differs by design)."""

@@ -39,7 +39,8 @@ def chosen_checkpoints(paths: list, n: int, min_step: int = 0) -> tuple:
     left_out += [
         (path, f"before --min_steps={min_step}") for path in paths if 0 < checkpoints.checkpoint_step(path) < min_step
     ]
-    kept = [path for path in paths if path not in dict(left_out)]
+    dropped = {path for path, _ in left_out}
+    kept = [path for path in paths if path not in dropped]
     near = _near_duplicate(kept)
     if near:
         left_out.append((near, f"{_gap(near, kept[-1]):,} update(s) before the final {os.path.basename(kept[-1])}"))
