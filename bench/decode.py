@@ -6,7 +6,8 @@ source sentences of 20 tokens in [3, vocab), every sentence decoded to exactly 3
 Each measurement is one call that decodes the whole batch; the first call (tf.function
 tracing + one run) is reported apart and excluded. Beside them, scoring (`t2t-decoder
 --score_file`'s teacher-forced log P(target | source)) of the same 32 sources with 30-token
-targets, plain and with XLA: pairs per second. Then, on tiny only, how the time per sentence
+targets, plain and with XLA, and by the same model converted to CTranslate2 (`score_batch`, float32
+and int8; where ctranslate2 is installed): pairs per second. Then, on tiny only, how the time per sentence
 grows with the output length.
 
     .venv/bin/python bench/decode.py                      # tiny and base (~10 min on 2 idle cores)
@@ -19,6 +20,7 @@ AVX-512 BF16 or AMX. The header line says which ran.
 """
 
 import argparse
+import importlib.util
 import os
 import platform
 import statistics
@@ -91,6 +93,47 @@ def time_scoring(model, source, *, repeats, xla):
     return first, times
 
 
+def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_type):
+    """time_scoring's pairs scored by the same model converted to CTranslate2 (`Translator.score_batch`).
+
+    score_batch scores every target token and EOS, so it is given the first OUTPUT_LENGTH - 1 tokens:
+    OUTPUT_LENGTH positions, as time_scoring's. Also returns the largest difference from our sums in float32.
+    """
+    import tempfile
+
+    import ctranslate2
+
+    from t2t_lite.serve import ctranslate2_export, export
+
+    targets = np.random.default_rng(8765).integers(3, model.vocab_size, size=(SENTENCES, OUTPUT_LENGTH), dtype=np.int32)
+    pieces = ["<pad>", "</s>", "<unk>"] + [f"w{index}" for index in range(3, model.vocab_size)]
+    settings = export.ExportHParams(max_input_length=SOURCE_LENGTH + 1)
+    with tempfile.TemporaryDirectory() as scratch:
+        spec = ctranslate2_export.transformer_spec(model, registry.hparams(hparams_set), pieces, settings)
+        spec.validate()
+        spec.optimize()
+        spec.save(scratch)
+        translator = ctranslate2.Translator(
+            scratch, device="cpu", compute_type=compute_type, intra_threads=THREADS, inter_threads=1
+        )
+        source_pieces = [[pieces[i] for i in row] for row in source.tolist()]
+        target_pieces = [[pieces[i] for i in row[:-1]] for row in targets.tolist()]
+        start = time.perf_counter()
+        scores = translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
+        first = time.perf_counter() - start
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
+            times.append(time.perf_counter() - start)
+    eos = np.ones_like(targets[:, :1])  # id 1; CTranslate2 appends it to every source and target itself
+    ours = scoring.compiled_token_log_probs(model, False)(
+        tf.constant(np.concatenate([source, eos], axis=1)), tf.constant(np.concatenate([targets[:, :-1], eos], axis=1))
+    ).numpy()
+    difference = max(abs(float(np.sum(mine)) - sum(other.log_probs)) for mine, other in zip(ours, scores))
+    return first, times, difference
+
+
 def spread(values, digits=2):
     return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
 
@@ -101,7 +144,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per measurement (tiny)")
     parser.add_argument("--base_repeats", type=int, default=1, help="timed calls per measurement (base)")
     parser.add_argument("--no_growth", action="store_true", help="skip the output-length sweep")
+    parser.add_argument(
+        "--no_ctranslate2",
+        action="store_true",
+        help="leave out CTranslate2's score_batch of the converted model (left out where ctranslate2 is missing)",
+    )
     args = parser.parse_args()
+    args.no_ctranslate2 = args.no_ctranslate2 or importlib.util.find_spec("ctranslate2") is None
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
     print(
@@ -135,6 +184,18 @@ def main():
             print(
                 f"| {preset} | scoring given pairs{', XLA' if xla else ''} (pairs/s) | {spread(rates)} | "
                 f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {max(repeats, 3)} |",
+                flush=True,
+            )
+        for compute_type in () if args.no_ctranslate2 else ("float32", "int8"):
+            hparams_set = PRESETS[preset][0]
+            first, times, difference = time_ctranslate2_scoring(
+                model, hparams_set, source, repeats=max(repeats, 3), compute_type=compute_type
+            )
+            rates = [SENTENCES / seconds for seconds in times]
+            print(
+                f"| {preset} | scoring given pairs, CTranslate2 {compute_type} score_batch (pairs/s; sums differ "
+                f"≤ {difference:.1e}) | {spread(rates)} | {statistics.median(rates) * OUTPUT_LENGTH:.0f} | "
+                f"{first:.1f} | {max(repeats, 3)} |",
                 flush=True,
             )
     if not args.no_growth and "tiny" in args.presets.split(","):

@@ -16,13 +16,16 @@ and, for reference, the plain bfloat16 product (bfloat16 output), which XLA's CP
 turns into a float32 product between conversions. `--repeats` products run in one call
 (each on a different input, so none is skipped) and the best of `--calls` calls counts.
 Only the products: the quantization and rounding of the activations are not timed.
-Prints one JSON line: milliseconds per product and GOP/s (2 · rows · k · n / s) per shape and form.
+Prints one JSON line: milliseconds per product and GOP/s (2 · rows · k · n / s) per shape and form,
+and `step_ms`, one decoder step's products (PER_STEP) per `quantize` mode; then, on stderr, which
+mode multiplies fastest on this CPU.
 """
 
 import argparse
 import json
 import os
 import platform
+import sys
 import time
 
 THREADS = 2
@@ -39,6 +42,10 @@ SHAPES = {
     "FFN out 2048x512": (2048, 512),
     "vocabulary 512x37000": (512, 37000),
 }
+# How many of each shape one cached step of transformer_base's decoder multiplies: per layer (6) the
+# self-attention's Q, K, V, O and the encoder-decoder attention's Q and O (its K and V are the
+# encoder's, once per call), and the FFN's two; the vocabulary projection once.
+PER_STEP = {"projection 512x512": 36, "FFN in 512x2048": 6, "FFN out 2048x512": 6, "vocabulary 512x37000": 1}
 # form -> (operand dtype, the product of a and b)
 FORMS = {
     "float32": (tf.float32, lambda a, b: tf.matmul(a, b)),
@@ -46,6 +53,8 @@ FORMS = {
     "bfloat16 (float32 output)": (tf.bfloat16, lambda a, b: tf.matmul(a, b, output_type=tf.float32)),
     "bfloat16 (bfloat16 output)": (tf.bfloat16, lambda a, b: tf.matmul(a, b)),
 }
+# The forms that --decode_hparams=quantize= gives a product, by its value.
+QUANTIZE = {"": "float32", "int8": "int8", "bfloat16": "bfloat16 (float32 output)"}
 
 
 def operands(rows, k, n, dtype, repeats, rng):
@@ -104,7 +113,28 @@ def main():
                 "gop_per_s": round(2 * args.rows * k * n / seconds / 1e9, 1),
             }
         result["shapes"][name] = figures
+    result["step_ms"] = step_milliseconds(result["shapes"])
     print(json.dumps(result))
+    print(advice(result["step_ms"], args.rows), file=sys.stderr)
+
+
+def step_milliseconds(shapes) -> dict:
+    """quantize value -> milliseconds of one decoder step's products (PER_STEP of each shape) in that form."""
+    return {
+        mode: round(sum(count * shapes[name][form]["ms"] for name, count in PER_STEP.items()), 2)
+        for mode, form in QUANTIZE.items()
+    }
+
+
+def advice(step_ms, rows: int) -> str:
+    """Which --decode_hparams=quantize= multiplies fastest on this CPU, with each mode's step time."""
+    fastest = min(step_ms, key=step_ms.get)
+    times = ", ".join(f"{QUANTIZE[mode].split()[0]} {ms:.1f} ms" for mode, ms in step_ms.items())
+    choice = f"xla=true,quantize={fastest}" if fastest else "xla=true (float32: leave quantize empty)"
+    return (
+        f"The products of one decoder step at transformer_base, {rows} rows ({times}), are fastest here with "
+        f"--decode_hparams={choice}; a step is mostly its products, so the decoder ranks the same."
+    )
 
 
 if __name__ == "__main__":

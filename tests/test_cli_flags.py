@@ -54,3 +54,18 @@ def test_bad_values_name_the_flag(parse, tmp_path):
     parse()
     with pytest.raises(flags.UsageError, match="--problem, --data_dir"):
         flags.require("problem", "data_dir")
+
+
+def test_a_precision_slower_than_float32_here_is_said_once_before_decoding(parse, capsys, monkeypatch):
+    """quantize=int8 without xla=true is slower than float32 on any CPU: the decoding tools say so, once."""
+    from t2t_lite import registry
+
+    problem, hparams = registry.problem("algorithmic_reverse"), registry.hparams("transformer_tiny")
+    parse("--decode_hparams=quantize=int8")
+    assert flags.decode_settings(hparams, problem).quantize == "int8"
+    printed = capsys.readouterr().err
+    assert printed.count("Note: quantize=int8 pays only with xla=true") == 1, printed
+    parse("--decode_hparams=quantize=int8,xla=true")
+    monkeypatch.setattr("t2t_lite.train.cpu_features.int8_dot_units", lambda cpuinfo="/proc/cpuinfo": True)
+    flags.decode_settings(hparams, problem)
+    assert capsys.readouterr().err == ""  # a CPU with VNNI or AMX: int8 pays, nothing to say

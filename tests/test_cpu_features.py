@@ -74,3 +74,24 @@ def test_onednn_kernels_on_x86_64_unless_the_user_chose(monkeypatch, machine, us
         monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", users_choice)
     cpu_features.use_onednn_kernels()
     assert cpu_features.os.environ.get("TF_ENABLE_ONEDNN_OPTS") == expected
+
+
+ZEN1 = "processor\t: 0\nmodel name\t: AMD EPYC 7571\nflags\t\t: fpu sse2 avx avx2 fma sha_ni\n"
+
+
+@pytest.mark.parametrize(
+    "text, units",
+    [(ZEN4, True), (XEON_AMX, True), (ZEN3, False), (ZEN1, False)],
+    ids=["zen4-vnni", "xeon-amx", "zen3", "zen1"],
+)
+def test_int8_dot_product_units_are_read_from_the_flags_on_x86(tmp_path, monkeypatch, text, units):
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: "x86_64")
+    (tmp_path / "cpuinfo").write_text(text)
+    assert cpu_features.int8_dot_units(str(tmp_path / "cpuinfo")) is units
+
+
+def test_int8_units_are_not_judged_off_x86(tmp_path, monkeypatch):
+    """The int8 figures were measured on x86: an Arm CPU (VNNI's names absent by nature) is 'unknown'."""
+    monkeypatch.setattr(cpu_features.platform, "machine", lambda: "aarch64")
+    (tmp_path / "cpuinfo").write_text(NEOVERSE_N1)
+    assert cpu_features.int8_dot_units(str(tmp_path / "cpuinfo")) is None

@@ -192,6 +192,40 @@ def test_an_unknown_mode_names_the_flag_and_the_choices():
         inference.decode_hparams(hparams, problem, "quantize=int4")
 
 
+# -- the note for a mode slower than float32 on this CPU --------------------------------------------
+# Abridged /proc/cpuinfo flags: AMD Zen 3 (AVX2 only), Zen 4 (VNNI, AVX-512 BF16), Intel with AMX.
+ZEN3, ZEN4 = "flags\t\t: fpu avx2 fma\n", "flags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16\n"
+XEON_AMX = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_int8\n"
+
+
+@pytest.mark.parametrize(
+    "mode, xla, flags, said",
+    [
+        ("", False, ZEN3, None),  # float32: nothing to say
+        ("int8", False, XEON_AMX, "pays only with xla=true"),  # without XLA, on any CPU
+        ("bfloat16", False, ZEN4, "pays only with xla=true"),
+        ("int8", True, ZEN3, "no int8 dot-product units"),
+        ("int8", True, ZEN4, None),
+        ("int8", True, XEON_AMX, None),
+        ("bfloat16", True, ZEN3, "no bfloat16 multiply units"),
+        ("bfloat16", True, ZEN4, None),
+    ],
+)
+def test_a_mode_slower_than_float32_on_this_cpu_is_named_with_the_reason(tmp_path, monkeypatch, mode, xla, flags, said):
+    monkeypatch.setattr("t2t_lite.train.cpu_features.platform.machine", lambda: "x86_64")
+    (tmp_path / "cpuinfo").write_text(flags)
+    note = quantization.speed_note(mode, xla, str(tmp_path / "cpuinfo"))
+    if said is None:
+        assert note is None
+    else:
+        assert note.startswith(f"Note: quantize={mode}") and said in note and "bench/decode_products.py" in note
+
+
+def test_a_cpu_that_cannot_be_read_gets_no_note(tmp_path):
+    assert quantization.speed_note("int8", True, str(tmp_path / "missing")) is None
+    assert quantization.speed_note("bfloat16", True, str(tmp_path / "missing")) is None
+
+
 # -- bfloat16 product weights ----------------------------------------------------------------------
 def bfloat16_by_formula(values):
     """Rounds float32 values to bfloat16 (the upper 16 bits; to nearest, ties to even), as float64."""

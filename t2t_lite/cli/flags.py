@@ -129,15 +129,19 @@ def trained_hparams(model_dir: str):
 
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
-    from t2t_lite.decode import inference  # TensorFlow: only for the tools that decode
+    from t2t_lite.decode import inference, quantization  # TensorFlow: only for the tools that decode
 
     try:
-        return inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
+        settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     except (HParamsError, ValueError) as error:
         message = str(error)
         raise UsageError(
             message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}"
         ) from None
+    note = quantization.speed_note(settings.quantize, settings.xla)
+    if note:
+        print(note, file=sys.stderr)
+    return settings
 
 
 def trained_model(problem, hparams, quantize: str = ""):

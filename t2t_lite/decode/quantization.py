@@ -44,13 +44,51 @@ from keras import ops
 
 from t2t_lite.model.bfloat16 import bfloat16_matmul, replace_by_bfloat16
 from t2t_lite.model.embedding import SharedEmbedding
+from t2t_lite.train import cpu_features
 
 MODES = ("", "int8", "bfloat16")  # "" = float32 weights, as trained
+# Without XLA, each mode's speed against float32: the plain decoder at transformer_base, greedy and
+# beam 4 (docs/benchmarks.md, "Lower precision without XLA or without the CPU's units").
+UNCOMPILED_COST = {
+    "int8": "measured at 0.18-0.22x of float32's speed",
+    "bfloat16": "measured at 0.91-0.94x of float32's speed",
+}
 
 
 def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"--decode_hparams: quantize={mode!r}; choose '' (float32, as trained), 'int8' or 'bfloat16'.")
+
+
+def speed_note(mode: str, xla: bool, cpuinfo: str = "/proc/cpuinfo"):
+    """A note for a mode that decodes slower than float32 on this CPU or without XLA, else None.
+
+    The tools print it once, before decoding or exporting. The figures it gives are transformer_base's
+    (docs/benchmarks.md, "Lower precision without XLA or without the CPU's units"); a CPU that cannot
+    be read gets no note.
+    """
+    if not mode:
+        return None
+    advice = "decode with quantize= (float32) or time both here with bench/decode_products.py (a minute)."
+    if not xla:
+        return (
+            f"Note: quantize={mode} pays only with xla=true: without XLA TensorFlow multiplies "
+            f"{'int8 operands on a generic integer kernel' if mode == 'int8' else 'the rounded values in float32'}, "
+            f"{UNCOMPILED_COST[mode]}; add xla=true to --decode_hparams, or {advice}"
+        )
+    if mode == "int8" and cpu_features.int8_dot_units(cpuinfo) is False:
+        return (
+            f"Note: quantize=int8, but this CPU has no int8 dot-product units (none of "
+            f"{', '.join(cpu_features.INT8_DOT_FLAGS)} in {cpuinfo}), so int8 gains little or loses: beam 4 "
+            f"measured at 0.78-1.03x of float32's speed on such CPUs; {advice}"
+        )
+    if mode == "bfloat16" and cpu_features.bfloat16_units(cpuinfo) is False:
+        return (
+            f"Note: quantize=bfloat16, but this CPU has no bfloat16 multiply units (none of "
+            f"{', '.join(cpu_features.BFLOAT16_FLAGS)} in {cpuinfo}), so XLA emulates them: beam 4 measured "
+            f"at 0.70x of float32's speed on such a CPU; {advice}"
+        )
+    return None
 
 
 def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:

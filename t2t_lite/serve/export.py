@@ -42,6 +42,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -295,6 +296,9 @@ def export_model(
     vocabulary = sentencepiece_vocabulary(problem, data_dir, "the export tokenizes in-graph with SentencePiece")
     settings = export_hparams(hparams, problem, decode_overrides)
     check_learned_positions(hparams, settings)
+    note = quantization.speed_note(settings.quantize, settings.xla)
+    if note:  # of this CPU: the one the export is made on, often the one it serves on
+        print(note, file=sys.stderr)
     checkpoint, final_dir, model = restore_for_export(
         problem, hparams, vocabulary, checkpoint_path_or_dir, export_dir, model_name
     )

@@ -1,4 +1,4 @@
-"""Whether this CPU multiplies bfloat16 natively, and so which activation dtype trains faster on it.
+"""Whether this CPU multiplies bfloat16 (and int8) natively, and so which dtype trains or decodes faster on it.
 
 Not the paper (it trained in float32 on GPUs). `activation_dtype=bfloat16` halves the bytes
 every product reads, but it pays only where the CPU has bfloat16 multiply units: x86's
@@ -8,6 +8,10 @@ back, and a bfloat16 step is slower than a float32 one. Measured with `bench/tra
 --hparams_set=transformer_multi30k --batch_size=2048`: docs/results.md, Hosts and ablations.
 
     python -m t2t_lite.train.cpu_features     # prints bfloat16 or float32: the faster training dtype here
+
+int8 products pay only with int8 dot-product units: x86's VNNI (`avx512_vnni`, `avx_vnni`) or
+AMX (`amx_int8`); without them `quantize=int8` decodes no faster than float32, and the decoding
+tools say so (`int8_dot_units`, t2t_lite/decode/quantization.py's `speed_note`).
 
 Which kernels TensorFlow runs (`use_onednn_kernels`): TensorFlow turns its oneDNN kernels on by
 itself only on x86 CPUs with instructions for neural networks (VNNI, AVX-512 BF16, AMX); on the
@@ -23,6 +27,8 @@ import sys
 
 # /proc/cpuinfo flags (x86 "flags", Arm "Features") that name bfloat16 multiply units.
 BFLOAT16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+# x86 flags that name int8 dot-product units (VNNI, AMX); without them an int8 product is no faster than float32.
+INT8_DOT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 def use_onednn_kernels() -> None:
@@ -39,11 +45,25 @@ def bfloat16_units(cpuinfo: str = "/proc/cpuinfo"):
 
     None (not Linux, no /proc) means "unknown": callers then leave the user's choice alone.
     """
+    return _names_any(BFLOAT16_FLAGS, cpuinfo)
+
+
+def int8_dot_units(cpuinfo: str = "/proc/cpuinfo"):
+    """True if this x86 CPU names an int8 dot-product unit (INT8_DOT_FLAGS), False if none, None if unknown.
+
+    Only x86 is judged (None elsewhere): the int8 figures behind the decoders' note were measured there.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    return _names_any(INT8_DOT_FLAGS, cpuinfo)
+
+
+def _names_any(flags, cpuinfo: str):
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features") and set(value.split()) & set(BFLOAT16_FLAGS):
+                if key.strip() in ("flags", "Features") and set(value.split()) & set(flags):
                     return True
     except OSError:
         return None
