@@ -24,8 +24,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 
 # The parts run in fresh processes: the CPU must be split into two logical devices before TensorFlow
-# starts. Each process pays TensorFlow's import once and does several parts in turn; the two processes
-# run side by side, once per test run (`parts_report`), and the tests share their reports.
+# starts. A process pays TensorFlow's import once and may do several parts in turn; each group of
+# processes is built once per test run (`parts_report`), its processes side by side, and the tests
+# share their reports. Three groups, each for the tests that read it, keep every build short.
 PRELUDE = r"""
 import json, os, sys
 import tensorflow as tf
@@ -155,10 +156,11 @@ trainer.train_and_evaluate(problem, hparams, data_dir, f"{output_dir}/judged", t
 }
 
 
-# The parts of each process: about the same work on each side (two runs of the trainer on the first). The
-# trainer's run and its side-by-side reference come first, in a process as fresh as when each had its own;
-# the later parts seed what they draw themselves.
-PROCESSES = (("accumulated", "dropout_float16_clip_fit"), ("side_by_side", "replicas", "judged"))
+# The groups: each a name and its processes, each process the parts it runs in turn. The trainer's run
+# and its side-by-side reference each run alone in a fresh process, side by side.
+ACCUMULATED = ("distribution_accumulated", (("accumulated",), ("side_by_side",)))
+REPLICAS = ("distribution_replicas", (("replicas", "dropout_float16_clip_fit"),))
+JUDGED = ("distribution_judged", (("judged",),))
 
 
 def start_parts(parts, data_dir, output_dir, source_run):
@@ -175,41 +177,58 @@ def report_of(process):
     return json.loads(stdout.split("REPORT ", 1)[1])
 
 
-@pytest.fixture(scope="module")
-def parts_report(built_once, reverse_data, reference_run):
-    """(the directory the parts trained in, the report of all the parts), made once per test run."""
+def parts_report(built_once, reverse_data, source_run, group):
+    """(the directory the group's parts trained in, the report of all its parts), made once per test run.
+
+    `source_run`: the run the "judged" part warm-starts from ("" for the groups without it)."""
+    name, processes = group
 
     def build(path):
-        processes = [start_parts(parts, reverse_data, str(path), reference_run) for parts in PROCESSES]
-        report = merged_reports(processes, report_of)
+        started = [start_parts(parts, reverse_data, str(path), source_run) for parts in processes]
+        report = merged_reports(started, report_of)
         with open(path / "report.json", "w") as file:
             json.dump(report, file)
 
-    path = built_once("distribution_parts", build)
+    path = built_once(name, build)
     with open(path / "report.json") as file:
         return path, json.load(file)
 
 
-def test_two_replicas_match_one_device(parts_report):
-    _, report = parts_report
+@pytest.fixture(scope="module")
+def accumulated_runs(built_once, reverse_data):
+    return parts_report(built_once, reverse_data, "", ACCUMULATED)
+
+
+@pytest.fixture(scope="module")
+def replica_checks(built_once, reverse_data):
+    return parts_report(built_once, reverse_data, "", REPLICAS)
+
+
+@pytest.fixture(scope="module")
+def judged_run(built_once, reverse_data, reference_run):
+    return parts_report(built_once, reverse_data, reference_run, JUDGED)
+
+
+def test_two_replicas_match_one_device(replica_checks):
+    _, report = replica_checks
     assert report["replicas"] == 2
     np.testing.assert_allclose(report["two"], report["one"], rtol=1e-4)
     assert report["one"][-1] < report["one"][0]  # the updates did change the model
 
 
-def test_accumulating_on_two_replicas_matches_one_device_fed_both_replicas_batches(parts_report):
+def test_accumulating_on_two_replicas_matches_one_device_fed_both_replicas_batches(accumulated_runs):
     """The trainer, each replica reading its own train shard, against the same micro-batches side by side."""
     # The two ran at once, in the two processes: neither needs the other's files.
-    path, report = parts_report
+    path, report = accumulated_runs
     side_by_side = report["side_by_side"]
     two = logged_scalars(str(path / "2"))
     assert sorted(two) == [1, 2, 3]
     np.testing.assert_allclose([two[s] for s in (1, 2, 3)], side_by_side, rtol=1e-4)
 
 
-def test_replicas_draw_their_own_dropout_and_skip_overflows_together(parts_report):
+def test_replicas_draw_their_own_dropout_and_skip_overflows_together(replica_checks):
     """Dropout masks, a float16 overflow on one replica, clip_grad_norm refused, a step count fitted to the clock."""
-    _, report = parts_report
+    _, report = replica_checks
     # Replicas draw different dropout masks, each keeping about half (4,096 elements: 5σ ≈ 0.04).
     assert report["dropout"]["differ"] and all(abs(keep - 0.5) < 0.04 for keep in report["dropout"]["keep"])
     # float16 on two replicas: replica 1's overflow skipped the step everywhere and halved the scale.
@@ -218,8 +237,8 @@ def test_replicas_draw_their_own_dropout_and_skip_overflows_together(parts_repor
     assert report["fit"] == "ckpt-3"  # at most --train_steps; 10 minutes hold more
 
 
-def test_two_replicas_warm_start_and_stop_early_as_one_device(parts_report, reference_run):
-    path, report = parts_report
+def test_two_replicas_warm_start_and_stop_early_as_one_device(judged_run, reference_run):
+    path, report = judged_run
     output_dir, lines = str(path / "judged"), report["judged"]
     check_judged_run(output_dir, reference_run, ["\n".join(lines)])
     assert any("2 replica(s)" in line for line in lines)

@@ -12,6 +12,7 @@ process (and with two replicas in one process: test_distribution.py).
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,7 +32,7 @@ HPARAMS = (
     "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0"
 )
 # t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 40.
-FIRST_STEPS, KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 40, 10
+KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 20, 40, 10
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.
@@ -153,24 +154,7 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     one_process.log = one_process_log
     started.append(one_process)
 
-    # 1. Both workers train to FIRST_STEPS and exit 0; only the chief wrote into --output_dir.
-    processes, _ = launch_workers(data_dir, output_dir, FIRST_STEPS, logs, started)
-    results = finish(processes)
-    for index, (code, output) in enumerate(results):
-        assert code == 0, output[-3000:]
-        # Each worker reads its own one of algorithmic_reverse's two train shards, none of the other's.
-        assert f"worker {index} of 2 reads 1 of 2 train shards (replica {index})." in output, output[-3000:]
-    files = written_files(output_dir)
-    events = [name for name in files if name.startswith("events.out.tfevents")]
-    assert len(events) == 1, files
-    assert sorted(set(files) - set(events)) == sorted(
-        ["checkpoint", "hparams.json", "problem.json"]
-        + [f"ckpt-{step}.{suffix}" for step in (0, FIRST_STEPS) for suffix in ("data-00000-of-00001", "index")]
-    )
-    # Worker 1 saved into a scratch directory of its own, removed when it finished.
-    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
-
-    # 2. Relaunched to TRAIN_STEPS, worker 1 gets SIGTERM after a checkpoint: worker 0 stops within 60 s.
+    # 1. Launched to TRAIN_STEPS, worker 1 gets SIGTERM after a checkpoint: worker 0 stops within 60 s.
     processes, workers = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)
     kill_after_checkpoint_and_see_the_other_stop(
         processes, workers, output_dir, KILL_AFTER, victim=1, sent=signal.SIGTERM
@@ -182,21 +166,33 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     for scratch in glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*")):
         shutil.rmtree(scratch)  # a killed worker cannot remove its own
     assert not os.path.exists(os.path.join(output_dir, f"ckpt-{TRAIN_STEPS}.index"))  # it did stop early
+    chiefs = [processes[0].pid]
 
-    # 3. Both relaunched: they resume from the last checkpoint and end where one uninterrupted run ends.
-    for code, output in finish(launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)[0]):
+    # 2. Both relaunched: they resume from the last checkpoint, exit 0 and end where one uninterrupted run ends.
+    processes, _ = launch_workers(data_dir, output_dir, TRAIN_STEPS, logs, started)
+    chiefs.append(processes[0].pid)
+    for index, (code, output) in enumerate(finish(processes)):
         assert code == 0, output[-3000:]
         assert "Restored" in output
+        # Each worker reads its own one of algorithmic_reverse's two train shards, none of the other's.
+        assert f"worker {index} of 2 reads 1 of 2 train shards (replica {index})." in output, output[-3000:]
+    # Only the chief wrote into --output_dir: one event file per launch, named with the chief's pid.
+    files = written_files(output_dir)
+    events = [name for name in files if name.startswith("events.out.tfevents")]
+    writers = [int(re.search(r"\.(\d+)\.\d+\.v2$", name).group(1)) for name in events]  # ...<host>.<pid>.<n>.v2
+    assert sorted(writers) == sorted(chiefs), (events, chiefs)
+    assert sorted(set(files) - set(events)) == sorted(
+        ["checkpoint", "hparams.json", "problem.json"]
+        + [f"ckpt-{step}.{suffix}" for step in (0, 10, 20, 30, 40) for suffix in ("data-00000-of-00001", "index")]
+    )
+    # Worker 1 saved into a scratch directory of its own, removed when it finished.
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
     [(code, output)] = finish([one_process])
     assert code == 0, output[-3000:]
     two_workers, one = logged_scalars(output_dir), logged_scalars(reference)
-    assert sorted(two_workers) == [FIRST_STEPS, TRAIN_STEPS] and sorted(one) == list(range(1, TRAIN_STEPS + 1))
-    np.testing.assert_allclose(
-        [two_workers[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
-        [one[step] for step in (FIRST_STEPS, TRAIN_STEPS)],
-        rtol=1e-4,
-    )
-    assert one[TRAIN_STEPS] < one[FIRST_STEPS]  # the updates did change the model
+    assert sorted(two_workers) == [TRAIN_STEPS] and sorted(one) == list(range(1, TRAIN_STEPS + 1))
+    np.testing.assert_allclose(two_workers[TRAIN_STEPS], one[TRAIN_STEPS], rtol=1e-4)
+    assert one[TRAIN_STEPS] < one[1]  # the updates did change the model
 
 
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
