@@ -314,6 +314,12 @@ def test_only_the_documented_lines_are_dropped():
         "W0000 00:00:1795821073.677404   28586 root_dataset.cc:364] Optimization loop failed: INTERNAL: x\n",
         no_driver=False,
     )
+    int8_fallback = (
+        "E0000 00:00:1795857125.113622   31184 util.cc:131] oneDNN supports DT_INT8 only on platforms with "
+        "AVX-512. Falling back to the default Eigen-based implementation if present.\n"
+    )
+    assert cli._dropped(int8_fallback, no_driver=False)
+    assert not cli._dropped(int8_fallback.replace("Falling back", "Failing; no fallback"), no_driver=False)
     assert not cli._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
     assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
     assert not cli._dropped(other_error, no_driver=True)

@@ -19,6 +19,10 @@ What TensorFlow 2.21 and tensorflow-text print, and how each is kept out:
     a warning its autotuning thread writes when the iterator it tunes is closed while it runs (a
     pipeline read to its end or closed on purpose, more often on a busy machine): nothing failed
     that the run needed;
+  - `util.cc` "oneDNN supports DT_INT8 only on platforms with AVX-512. Falling back to the default
+    Eigen-based implementation if present.", written when an int8 model (`quantize=int8`) is first
+    run, on AVX-512 CPUs too: the tool's own note (`quantization.speed_note`) says when int8 is
+    slower than float32 here, and why;
   - SentencePiece's INFO lines (`normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use
     identity normalization.`), written each time tensorflow-text's SentencePiece op loads one of
     our identity-normalised vocabularies (t2t-datagen, t2t-exporter): the op carries its own copy
@@ -71,6 +75,10 @@ _ABSL_INFO_LINE = re.compile(r"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w.]+:\d+\] ")
 _ABSL_BANNER = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _NO_DRIVER_CUINIT = re.compile(r"^E\d{4} .*cuda_platform\.cc:\d+\] failed call to cuInit: ")
 _AUTOTUNE_CANCELLED = re.compile(r"^W\d{4} .*root_dataset\.cc:\d+\] Optimization loop failed: CANCELLED: ")
+_ONEDNN_INT8_FALLBACK = re.compile(
+    r"^E\d{4} .*util\.cc:\d+\] oneDNN supports DT_INT8 only on platforms with AVX-512\. Falling back to the "
+    r"default Eigen-based implementation if present\.$"
+)
 # SentencePiece's C++ format: file(line) LOG(severity) message.
 _SENTENCEPIECE_INFO_LINE = re.compile(r"^[\w./-]+\.cc\(\d+\) LOG\(INFO\) ")
 # SentencePiece writes one line in several pieces (std::cerr), microseconds apart; a progress
@@ -97,6 +105,7 @@ def _dropped(line: str, no_driver: bool) -> bool:
         or bool(_ABSL_INFO_LINE.match(line))
         or bool(_SENTENCEPIECE_INFO_LINE.match(line))
         or bool(_AUTOTUNE_CANCELLED.match(line))
+        or bool(_ONEDNN_INT8_FALLBACK.match(line.rstrip("\n")))
         or (no_driver and bool(_NO_DRIVER_CUINIT.match(line)))
     )
 
