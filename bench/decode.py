@@ -93,11 +93,12 @@ def time_scoring(model, source, *, repeats, xla):
     return first, times
 
 
-def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_type):
-    """time_scoring's pairs scored by the same model converted to CTranslate2 (`Translator.score_batch`).
+def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_types):
+    """time_scoring's pairs scored by the same model converted once to CTranslate2 (`Translator.score_batch`).
 
     score_batch scores every target token and EOS, so it is given the first OUTPUT_LENGTH - 1 tokens:
-    OUTPUT_LENGTH positions, as time_scoring's. Also returns the largest difference from our sums in float32.
+    OUTPUT_LENGTH positions, as time_scoring's. Per compute type: (first call seconds, [seconds of each
+    timed call], the largest difference of a pair's sum from ours).
     """
     import tempfile
 
@@ -106,32 +107,35 @@ def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_typ
     from t2t_lite.serve import ctranslate2_export, export
 
     targets = np.random.default_rng(8765).integers(3, model.vocab_size, size=(SENTENCES, OUTPUT_LENGTH), dtype=np.int32)
+    eos = np.ones_like(targets[:, :1])  # id 1; CTranslate2 appends it to every source and target itself
+    ours = scoring.compiled_token_log_probs(model, False)(
+        tf.constant(np.concatenate([source, eos], axis=1)), tf.constant(np.concatenate([targets[:, :-1], eos], axis=1))
+    ).numpy()
     pieces = ["<pad>", "</s>", "<unk>"] + [f"w{index}" for index in range(3, model.vocab_size)]
+    source_pieces = [[pieces[i] for i in row] for row in source.tolist()]
+    target_pieces = [[pieces[i] for i in row[:-1]] for row in targets.tolist()]
     settings = export.ExportHParams(max_input_length=SOURCE_LENGTH + 1)
+    results = {}
     with tempfile.TemporaryDirectory() as scratch:
         spec = ctranslate2_export.transformer_spec(model, registry.hparams(hparams_set), pieces, settings)
         spec.validate()
         spec.optimize()
         spec.save(scratch)
-        translator = ctranslate2.Translator(
-            scratch, device="cpu", compute_type=compute_type, intra_threads=THREADS, inter_threads=1
-        )
-        source_pieces = [[pieces[i] for i in row] for row in source.tolist()]
-        target_pieces = [[pieces[i] for i in row[:-1]] for row in targets.tolist()]
-        start = time.perf_counter()
-        scores = translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
-        first = time.perf_counter() - start
-        times = []
-        for _ in range(repeats):
+        for compute_type in compute_types:
+            translator = ctranslate2.Translator(
+                scratch, device="cpu", compute_type=compute_type, intra_threads=THREADS, inter_threads=1
+            )
             start = time.perf_counter()
-            translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
-            times.append(time.perf_counter() - start)
-    eos = np.ones_like(targets[:, :1])  # id 1; CTranslate2 appends it to every source and target itself
-    ours = scoring.compiled_token_log_probs(model, False)(
-        tf.constant(np.concatenate([source, eos], axis=1)), tf.constant(np.concatenate([targets[:, :-1], eos], axis=1))
-    ).numpy()
-    difference = max(abs(float(np.sum(mine)) - sum(other.log_probs)) for mine, other in zip(ours, scores))
-    return first, times, difference
+            scores = translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
+            first = time.perf_counter() - start
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                translator.score_batch(source_pieces, target_pieces, max_batch_size=0)
+                times.append(time.perf_counter() - start)
+            difference = max(abs(float(np.sum(mine)) - sum(other.log_probs)) for mine, other in zip(ours, scores))
+            results[compute_type] = first, times, difference
+    return results
 
 
 def spread(values, digits=2):
@@ -186,11 +190,14 @@ def main():
                 f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {max(repeats, 3)} |",
                 flush=True,
             )
-        for compute_type in () if args.no_ctranslate2 else ("float32", "int8"):
-            hparams_set = PRESETS[preset][0]
-            first, times, difference = time_ctranslate2_scoring(
-                model, hparams_set, source, repeats=max(repeats, 3), compute_type=compute_type
+        ctranslate2_rows = (
+            {}
+            if args.no_ctranslate2
+            else time_ctranslate2_scoring(
+                model, PRESETS[preset][0], source, repeats=max(repeats, 3), compute_types=("float32", "int8")
             )
+        )
+        for compute_type, (first, times, difference) in ctranslate2_rows.items():
             rates = [SENTENCES / seconds for seconds in times]
             print(
                 f"| {preset} | scoring given pairs, CTranslate2 {compute_type} score_batch (pairs/s; sums differ "

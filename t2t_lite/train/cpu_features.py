@@ -36,8 +36,12 @@ def use_onednn_kernels() -> None:
 
     Only in effect before TensorFlow is first imported: it reads the variable when it loads.
     """
-    if platform.machine().lower() in ("x86_64", "amd64"):
+    if _is_x86():
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+
+def _is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def bfloat16_units(cpuinfo: str = "/proc/cpuinfo"):
@@ -53,7 +57,7 @@ def int8_dot_units(cpuinfo: str = "/proc/cpuinfo"):
 
     Only x86 is judged (None elsewhere): the int8 figures behind the decoders' note were measured there.
     """
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    if not _is_x86():
         return None
     return _names_any(INT8_DOT_FLAGS, cpuinfo)
 
