@@ -146,14 +146,31 @@ def start(command):
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+# t2t-trainer as a user starts it, each update taking half a second longer: a run bound by the clock holds
+# its directory as long, with the CPU free for the other tests.
+SLOW_TRAINER = r"""
+import sys, time
+from t2t_lite.train import trainer
+one_update = trainer._one_update
+def one_slow_update(*args):
+    time.sleep(0.5)
+    return one_update(*args)
+trainer._one_update = one_slow_update
+from t2t_lite.cli import t2t_trainer
+sys.argv = ["t2t-trainer"] + sys.argv[1:]
+t2t_trainer.console_main()
+"""
+
+
 def test_two_trainers_started_together_exactly_one_trains(reverse_data, tmp_path):
     output_dir = str(tmp_path / "train")
-    # Long enough (20 s of training) that the later one starts while the first holds the directory.
+    # Long enough (20 s) that the later one starts while the first holds the directory.
     runs = [
         start(
-            trainer_command(
+            [sys.executable, "-c", SLOW_TRAINER]
+            + trainer_command(
                 reverse_data, output_dir, "--train_steps=100000", "--train_minutes=0.33", f"--random_seed={seed}"
-            )
+            )[2:]
         )
         for seed in (1, 2)
     ]
