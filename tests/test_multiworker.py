@@ -31,8 +31,8 @@ HPARAMS = (
     "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,"
     "learning_rate_warmup_steps=10,layer_prepostprocess_dropout=0"
 )
-# t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-20, well before step 40.
-KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 20, 40, 10
+# t2t-trainer logs the loss at its last step; worker 1 is killed after ckpt-10, well before step 20.
+KILL_AFTER, TRAIN_STEPS, SAVE_EVERY = 10, 20, 5
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.
@@ -183,7 +183,11 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     assert sorted(writers) == sorted(chiefs), (events, chiefs)
     assert sorted(set(files) - set(events)) == sorted(
         ["checkpoint", "hparams.json", "problem.json"]
-        + [f"ckpt-{step}.{suffix}" for step in (0, 10, 20, 30, 40) for suffix in ("data-00000-of-00001", "index")]
+        + [
+            f"ckpt-{step}.{suffix}"
+            for step in range(0, TRAIN_STEPS + 1, SAVE_EVERY)
+            for suffix in ("data-00000-of-00001", "index")
+        ]
     )
     # Worker 1 saved into a scratch directory of its own, removed when it finished.
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"t2t_scratch_worker_1_{processes[1].pid}_*"))
@@ -197,7 +201,7 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
 
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 # Warm-started from the reference run; evaluated every 2 steps, the first evaluation is the best (no later one
-# beats it by 100) and a patience of 4 stops the run at step 6 of its 40 (test_early_stopping.py's rule).
+# beats it by 100) and a patience of 4 stops the run at step 6 of its 20 (test_early_stopping.py's rule).
 JUDGED = (
     "--schedule=train_and_evaluate",
     "--local_eval_frequency=2",
