@@ -353,11 +353,13 @@ def decode_batch(
                 prefixes=prefixes,
             )
 
+        # Without autograph: the search is written with tf.while_loop and tf.cond, and autograph would rewrite
+        # the model's every layer at each trace (about a second of each decoder's start).
         if xla:  # static shapes: one trace and compilation per input shape
-            compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False)
+            compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False, autograph=False)
         else:
             spec = [tf.TensorSpec([None, None], tf.int32)] * (1 + (prefixes is not None))
-            compiled[settings] = tf.function(decode_inputs, input_signature=spec)
+            compiled[settings] = tf.function(decode_inputs, input_signature=spec, autograph=False)
     arguments = [inputs] if prefixes is None else [inputs, prefixes]
     ids, scores = compiled[settings](*(tf.convert_to_tensor(argument, tf.int32) for argument in arguments))
     ids, scores = ids.numpy(), scores.numpy()

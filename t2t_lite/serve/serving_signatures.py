@@ -64,9 +64,13 @@ def best_hypotheses_fn(model, settings):
     bucket shape is compiled (and warmed up) once for the two.
     """
     options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
+    # Every signature is traced without autograph, as beam_search.decode_batch: the graph uses TensorFlow's
+    # own control flow, and autograph would rewrite the model's layers at each of the export's many traces.
     if settings.xla:
         compiled = tf.function(
-            lambda batch: beam_search.decode(model, batch, static_shapes=True, **options), jit_compile=True
+            lambda batch: beam_search.decode(model, batch, static_shapes=True, **options),
+            jit_compile=True,
+            autograph=False,
         )
         output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
 
@@ -132,7 +136,7 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
             "input_not_utf8": ~utf8,
         }
 
-    @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "prefixes")])
+    @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "prefixes")], autograph=False)
     def translate_prefix(inputs, prefixes):
         # Each translation starts with its prefix's subwords; beam search goes on from there.
         inputs, prefixes = sentences(inputs, "inputs"), sentences(prefixes, "prefixes")
@@ -141,14 +145,14 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
         options = dict(beam_size=settings.beam_size, alpha=settings.alpha, prefixes=tf.cast(forced, tf.int32))
         return plain_search(inputs, utf8, **options)
 
-    @tf.function(input_signature=[any_rank(tf.string, "inputs")])
+    @tf.function(input_signature=[any_rank(tf.string, "inputs")], autograph=False)
     def sample(inputs):
         # One translation drawn from the model's distribution (back-translation), with the export's settings.
         inputs = sentences(inputs, "inputs")
         draw = sampling.Sampling(settings.sampling_temp, max(settings.sampling_keep_top_k, 0), settings.sampling_seed)
         return plain_search(inputs, valid_utf8(inputs), beam_size=1, alpha=settings.alpha, sampling=draw)
 
-    @tf.function(input_signature=[any_rank(tf.string, "inputs")])
+    @tf.function(input_signature=[any_rank(tf.string, "inputs")], autograph=False)
     def translate(inputs):
         inputs = sentences(inputs, "inputs")
         utf8 = valid_utf8(inputs)
@@ -160,7 +164,7 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
             "input_not_utf8": ~utf8,
         }
 
-    @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "targets")])
+    @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "targets")], autograph=False)
     def score(inputs, targets):
         # log P(target | source), teacher-forced, as `t2t-decoder --score_file` (t2t_lite.decode.scoring).
         inputs, targets = sentences(inputs, "inputs"), sentences(targets, "targets")
@@ -176,7 +180,7 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
             "input_not_utf8": ~utf8,
         }
 
-    @tf.function(input_signature=[any_rank(tf.int32, "inputs")])
+    @tf.function(input_signature=[any_rank(tf.int32, "inputs")], autograph=False)
     def translate_ids(inputs):
         inputs = of_rank(inputs, 2, "inputs: expected int32 [batch, length], a row of subword ids per sentence")
         ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))

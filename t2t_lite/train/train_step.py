@@ -89,7 +89,11 @@ class StepFunctions:
     def __init__(self, model, optimizer, hparams, strategy):
         self.model, self.optimizer, self.hparams, self.strategy = model, optimizer, hparams, strategy
         # XLA compiles forward and backward; the optimizer and the all-reduce stay outside it.
-        self._gradients = tf.function(_gradients, jit_compile=hparams.xla_compile, reduce_retracing=True)
+        # Traced without autograph: the steps use TensorFlow's own control flow, and autograph would rewrite
+        # every function they call (Keras' layers and optimizer) at each trace, 1.6 s of every run's start.
+        self._gradients = tf.function(
+            _gradients, jit_compile=hparams.xla_compile, reduce_retracing=True, autograph=False
+        )
         with strategy.scope():
             on_read = dict(
                 trainable=False,
@@ -103,14 +107,14 @@ class StepFunctions:
         # Distributed batches have no plain TensorSpec, so there TensorFlow generalizes after a retrace.
         batch_spec = {name: tf.TensorSpec([None, None], tf.int32) for name in ("inputs", "targets")}
         compile_step = (
-            (lambda fn: tf.function(fn, reduce_retracing=True))
+            (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False))
             if strategy.num_replicas_in_sync > 1
-            else (lambda fn: tf.function(fn, input_signature=[batch_spec]))
+            else (lambda fn: tf.function(fn, input_signature=[batch_spec], autograph=False))
         )
         self.train_step = compile_step(self._train_step)
         self.accumulate_step = compile_step(self._accumulate_step)
-        self.apply_step = tf.function(self._apply_step)
-        self.eval_step = tf.function(self._eval_step, input_signature=[batch_spec])
+        self.apply_step = tf.function(self._apply_step, autograph=False)
+        self.eval_step = tf.function(self._eval_step, input_signature=[batch_spec], autograph=False)
 
     def trace_once_for(self, batch_spec) -> None:
         """Several replicas: one trace for batches of any shape, `batch_spec` being the distributed batches' spec.
@@ -119,8 +123,8 @@ class StepFunctions:
         (one trace covers all local replicas), so one process and separate workers would round
         differently on the same batches; one device already has a single trace.
         """
-        self.train_step = tf.function(self._train_step, input_signature=[batch_spec])
-        self.accumulate_step = tf.function(self._accumulate_step, input_signature=[batch_spec])
+        self.train_step = tf.function(self._train_step, input_signature=[batch_spec], autograph=False)
+        self.accumulate_step = tf.function(self._accumulate_step, input_signature=[batch_spec], autograph=False)
 
     def _reduce(self, per_replica):
         return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
