@@ -90,7 +90,7 @@ class StepFunctions:
         self.model, self.optimizer, self.hparams, self.strategy = model, optimizer, hparams, strategy
         # XLA compiles forward and backward; the optimizer and the all-reduce stay outside it.
         # Traced without autograph: the steps use TensorFlow's own control flow, and autograph would rewrite
-        # every function they call (Keras' layers and optimizer) at each trace, 1.6 s of every run's start.
+        # every function they call (Keras' layers and optimizer) at each trace, a second of every run's start.
         self._gradients = tf.function(
             _gradients, jit_compile=hparams.xla_compile, reduce_retracing=True, autograph=False
         )
