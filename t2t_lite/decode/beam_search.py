@@ -353,8 +353,7 @@ def decode_batch(
                 prefixes=prefixes,
             )
 
-        # Without autograph: the search is written with tf.while_loop and tf.cond, and autograph would rewrite
-        # the model's every layer at each trace (about a second of each decoder's start).
+        # Without autograph: the search uses tf.while_loop/tf.cond, and autograph costs ~1 s per trace.
         if xla:  # static shapes: one trace and compilation per input shape
             compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False, autograph=False)
         else:
