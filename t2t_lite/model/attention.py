@@ -60,7 +60,7 @@ def _shared_memory_attention(query, key, value, bias, dropout, training, keys_tr
     The group's queries become one longer query block of their row, so the keys and values
     are read once per group, and the attention products get `group` query rows instead of 1.
     """
-    batch, heads, length, depth = (ops.shape(query)[axis] for axis in range(4))
+    batch, heads, length, depth = ops.shape(query)
     rows = ops.shape(key)[0]
     grouped = ops.reshape(
         ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)), (rows, heads, -1, depth)
@@ -85,7 +85,8 @@ def _write_in_place(cache, step, position, transposed=False):
     plain product of [.., q, depth] by [.., depth, len] with no transpose of the whole cache
     per step: on a CPU under XLA the transposed operand took twice as long, docs/benchmarks.md).
     """
-    sentences, heads, depth = ops.shape(cache)[0], ops.shape(cache)[1], ops.shape(step)[3]
+    sentences, heads = ops.shape(cache)[:2]
+    depth = ops.shape(step)[3]
     group = ops.shape(step)[0] // sentences
     block = ops.reshape(step, (sentences, group, heads, depth))
     if transposed:
@@ -162,14 +163,14 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def split_heads(self, x):
         """[batch, len, h·d] -> [batch, h, len, d]."""
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        batch, length = ops.shape(x)[:2]
         x = ops.reshape(x, (batch, length, self.num_heads, -1))
         return ops.transpose(x, (0, 2, 1, 3))
 
     def combine_heads(self, x):
         """[batch, h, len, d] -> [batch, len, h·d] (the Concat of §3.2.2)."""
         x = ops.transpose(x, (0, 2, 1, 3))
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        batch, length = ops.shape(x)[:2]
         return ops.reshape(x, (batch, length, -1))
 
     def project_memory(self, memory):

@@ -139,26 +139,46 @@ class FusedAdam(keras.optimizers.Adam):
     Other backends, sparse gradients and amsgrad take Keras' path.
     """
 
-    def update_step(self, gradient, variable, learning_rate):
-        if keras.backend.backend() != "tensorflow" or self.amsgrad or isinstance(gradient, tf.IndexedSlices):
-            return super().update_step(gradient, variable, learning_rate)
-        index = self._get_variable_index(variable)
-        variable = variable.value if isinstance(variable, keras.Variable) else variable
-        m, v = (slot.value for slot in (self._momentums[index], self._velocities[index]))
-        dtype = variable.dtype
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        # One update's scalars (β1, β2, β1^t, β2^t, lr, ε) are the same for every variable: made once per
+        # update, dtype and device, not a dozen graph ops per variable traced and run at every step.
+        self._update_scalars = {}
+        try:
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
+        finally:
+            self._update_scalars = None
+
+    def _scalars(self, dtype, device, learning_rate):
+        key = (dtype, device)
+        scalars = getattr(self, "_update_scalars", None)
+        if scalars is not None and key in scalars:
+            return scalars[key]
         step = tf.cast(self.iterations + 1, dtype)
         beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        return tf.raw_ops.ResourceApplyAdam(
-            var=variable.handle,
-            m=m.handle,
-            v=v.handle,
+        made = dict(
             beta1_power=tf.pow(beta_1, step),
             beta2_power=tf.pow(beta_2, step),
             lr=tf.cast(learning_rate, dtype),
             beta1=beta_1,
             beta2=beta_2,
             epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype),
+        )
+        if scalars is not None:
+            scalars[key] = made
+        return made
+
+    def update_step(self, gradient, variable, learning_rate):
+        if keras.backend.backend() != "tensorflow" or self.amsgrad or isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        index = self._get_variable_index(variable)
+        variable = variable.value if isinstance(variable, keras.Variable) else variable
+        m, v = (slot.value for slot in (self._momentums[index], self._velocities[index]))
+        return tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle,
+            m=m.handle,
+            v=v.handle,
+            grad=tf.cast(gradient, variable.dtype),
+            **self._scalars(variable.dtype, variable.device, learning_rate),
         )
 
 
