@@ -327,59 +327,6 @@ def test_only_the_chief_saves_into_output_dir():
     assert distribution.checkpoint_directory(tf.distribute.get_strategy(), "/out") == "/out"
 
 
-def make_tf_configs(*args):
-    command = [sys.executable, os.path.join(REPO, "bin", "t2t-make-tf-configs"), *args]
-    return subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-
-
-def test_make_tf_configs_prints_one_shell_line_per_task():
-    result = make_tf_configs("--workers=host1:2222,host2:2222")
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert len(lines) == 2
-    cluster = {"worker": ["host1:2222", "host2:2222"]}
-    for index, line in enumerate(lines):
-        assert line.startswith("export TF_CONFIG='") and line.endswith(f"  # worker {index} on host{index + 1}:2222")
-        config = json.loads(line.split("'")[1])
-        assert config == {"cluster": cluster, "task": {"type": "worker", "index": index}}
-    # The shell reads each line back as the JSON TensorFlow expects.
-    echoed = subprocess.run(["bash", "-c", lines[1] + '\nprintf %s "$TF_CONFIG"'], capture_output=True, text=True)
-    assert json.loads(echoed.stdout)["task"] == {"type": "worker", "index": 1}
-
-
-def test_make_tf_configs_with_a_chief():
-    configs = distribution.tf_configs("host1:2222,host2:2222", "host0:2222")
-    assert [(task_type, index, host) for task_type, index, host, _ in configs] == [
-        ("chief", 0, "host0:2222"),
-        ("worker", 0, "host1:2222"),
-        ("worker", 1, "host2:2222"),
-    ]
-    assert all(
-        config["cluster"] == {"chief": ["host0:2222"], "worker": ["host1:2222", "host2:2222"]} for *_, config in configs
-    )
-
-
-@pytest.mark.parametrize(
-    "workers, chief, message",
-    [
-        ("", "", r"--workers=''.*at least one host:port"),
-        ("host1:2222,host2", "", r"--workers: 'host2' is not host:port"),
-        ("host1:2222", "host0:99999", r"--chief: 'host0:99999' is not host:port"),
-        ("host1:2222,host1:2222", "", r"host1:2222 appears twice"),
-    ],
-)
-def test_make_tf_configs_names_bad_input(workers, chief, message):
-    with pytest.raises(ValueError, match=message):
-        distribution.tf_configs(workers, chief)
-
-
-def test_make_tf_configs_cli_errors_name_the_flag():
-    result = make_tf_configs("--workers=host1")
-    assert result.returncode == 1 and "--workers: 'host1' is not host:port" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert "--workers" in make_tf_configs().stderr
-
-
 def test_a_lost_worker_is_named_with_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setenv(
         "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})

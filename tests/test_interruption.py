@@ -105,7 +105,7 @@ def test_under_tf_config_the_first_signal_stops_the_worker_at_once(monkeypatch, 
     """A checkpoint needs every worker: a signalled worker ends at once and says why (the others then stop,
     naming it: test_multiworker.py)."""
     exits = []
-    monkeypatch.setattr(interruption.distribution, "is_multi_worker", lambda: True)
+    monkeypatch.setattr(interruption.tf_config, "is_multi_worker", lambda: True)
     monkeypatch.setattr(interruption.os, "_exit", exits.append)
     interruption.StopSignals()._handle(signal.SIGTERM, None)
     assert exits == [143]

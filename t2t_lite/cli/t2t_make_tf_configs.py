@@ -12,7 +12,7 @@ import json
 from absl import flags as absl_flags
 
 from t2t_lite.cli import flags, run_tool
-from t2t_lite.train import distribution
+from t2t_lite.train import tf_config
 
 FLAGS = flags.FLAGS
 
@@ -27,7 +27,7 @@ def main(argv):
     flags.prepare()
     flags.require("workers")
     try:
-        configs = distribution.tf_configs(FLAGS.workers, FLAGS.chief)
+        configs = tf_config.one_per_task(FLAGS.workers, FLAGS.chief)
     except ValueError as error:
         raise flags.UsageError(str(error)) from None
     for task_type, index, address, config in configs:

@@ -22,7 +22,16 @@ from absl import flags as absl_flags
 from t2t_lite.cli import flags, run_tool
 from t2t_lite.data import datagen
 from t2t_lite.decode import dev_bleu, inference
-from t2t_lite.train import checkpoints, distribution, early_stopping, interruption, run_lock, trainer, warm_start
+from t2t_lite.train import (
+    checkpoints,
+    distribution,
+    early_stopping,
+    interruption,
+    run_lock,
+    tf_config,
+    trainer,
+    warm_start,
+)
 
 FLAGS = flags.FLAGS
 
@@ -189,7 +198,7 @@ def main(argv):
         print(f"t2t-trainer: {error}", file=sys.stderr)
         raise SystemExit(error.exit_code) from None
     except distribution.WORKER_FAILURES as error:  # under TF_CONFIG: a worker stopped; say to relaunch all
-        if not distribution.is_multi_worker():
+        if not tf_config.is_multi_worker():
             raise
         raise SystemExit(f"t2t-trainer: {distribution.lost_worker_message(error, FLAGS.output_dir)}") from None
 

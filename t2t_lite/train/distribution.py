@@ -4,8 +4,8 @@
 `tf.distribute.MirroredStrategy`: each replica takes its share of the global batch and
 the gradients are summed across replicas before every update (see `train_step.StepFunctions`).
 Beyond one machine, set `TF_CONFIG` (TensorFlow's standard cluster description) on every
-worker and `MultiWorkerMirroredStrategy` spans them all; `tf_configs` writes one per task
-(t2t-make-tf-configs, as tensor2tensor's tool).
+worker and `MultiWorkerMirroredStrategy` spans them all (`tf_config` reads and writes it;
+t2t-make-tf-configs writes one per task, as tensor2tensor's tool).
 
     t2t-trainer ... --worker_gpu=8                               # one machine, 8 GPUs
     TF_CONFIG='{"cluster": {"worker": ["host1:2222", "host2:2222"]},
@@ -13,7 +13,6 @@ worker and `MultiWorkerMirroredStrategy` spans them all; `tf_configs` writes one
 """
 
 import contextlib
-import json
 import os
 import re
 import subprocess
@@ -22,6 +21,8 @@ import tempfile
 
 import tensorflow as tf
 from tensorflow.python.eager import context
+
+from t2t_lite.train import tf_config
 
 # + task type, index and process id: where a non-chief worker saves, deleted when it finishes.
 _SCRATCH_PREFIX = "t2t_scratch_"
@@ -45,7 +46,7 @@ def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
     forever (each blocked in the broadcast of the first variable's initial value).
     """
     check_strategy(worker_gpu)
-    if _cluster_workers() > 1:
+    if tf_config.cluster_size() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if worker_gpu == 1:
         return tf.distribute.get_strategy()
@@ -57,7 +58,7 @@ def check_strategy(worker_gpu: int) -> None:
     starting the cluster."""
     if worker_gpu < 1:
         raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
-    if _cluster_workers() <= 1 and worker_gpu > 1:
+    if tf_config.cluster_size() <= 1 and worker_gpu > 1:
         local_devices(worker_gpu)
 
 
@@ -133,40 +134,11 @@ def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
     Every worker must take part in each update and each save, so a worker whose clock said
     "stop" or "save" one step before another's would leave the rest waiting on a collective.
     """
-    if _cluster_workers() > 1 and (train_minutes or save_checkpoints_secs):
+    if tf_config.cluster_size() > 1 and (train_minutes or save_checkpoints_secs):
         raise ValueError(
             "--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
             "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps."
         )
-
-
-def tf_configs(workers: str, chief: str = "") -> list:
-    """One `(task type, index, host, TF_CONFIG dict)` per task of the cluster, chief first.
-
-    `workers` is "host:port,host:port,..."; `chief`, if given, is one more "host:port"
-    that coordinates (saves checkpoints and summaries) and trains like the workers.
-    Without it, worker 0 is the chief.
-    """
-    hosts = {"chief": [chief] if chief else [], "worker": [host for host in workers.split(",") if host]}
-    if not hosts["worker"]:
-        raise ValueError(f"--workers={workers!r}: give at least one host:port, e.g. --workers=host1:2222,host2:2222.")
-    for flag, addresses in (("chief", hosts["chief"]), ("workers", hosts["worker"])):
-        for address in addresses:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"--{flag}: {address!r} is not host:port (a port from 1 to 65535), e.g. host1:2222.")
-    everyone = hosts["chief"] + hosts["worker"]
-    repeated = sorted({address for address in everyone if everyone.count(address) > 1})
-    if repeated:
-        raise ValueError(
-            f"{', '.join(repeated)} appears twice in --workers/--chief; each task needs its own host:port."
-        )
-    cluster = {task_type: addresses for task_type, addresses in hosts.items() if addresses}
-    return [
-        (task_type, index, address, {"cluster": cluster, "task": {"type": task_type, "index": index}})
-        for task_type, addresses in cluster.items()
-        for index, address in enumerate(addresses)
-    ]
 
 
 # Run as a child process: a thread of the trainer's own could not run while TensorFlow starts
@@ -192,7 +164,7 @@ def cluster_start_deadline(minutes: float):
     lock left behind is taken over by its relaunch (`run_lock`). `minutes` 0, or no
     TF_CONFIG cluster: no bound.
     """
-    if not is_multi_worker() or not minutes:
+    if not tf_config.is_multi_worker() or not minutes:
         yield lambda: None
         return
     watchdog = subprocess.Popen(
@@ -219,7 +191,7 @@ def cluster_start_deadline(minutes: float):
 
 
 def _start_timeout_message(minutes: float) -> str:
-    config = _tf_config()
+    config = tf_config.read()
     cluster, task = config.get("cluster", {}), config.get("task", {})
     own = (task.get("type"), int(task.get("index", 0)))
     tasks = [(job, index, address) for job in ("chief", "worker") for index, address in enumerate(cluster.get(job, []))]
@@ -243,7 +215,7 @@ def leave_cluster() -> None:
     summaries flushed, a non-chief's scratch directory removed by the trainer), so after a
     barrier that every worker reaches, the process exits at once, with status 0.
     """
-    if not is_multi_worker():
+    if not tf_config.is_multi_worker():
         return
     try:
         context.context().wait_at_barrier("t2t_trainer_finished", _EXIT_BARRIER_MS)
@@ -254,18 +226,13 @@ def leave_cluster() -> None:
     os._exit(0)
 
 
-def is_multi_worker() -> bool:
-    """Whether TF_CONFIG describes a cluster of more than one training task."""
-    return _cluster_workers() > 1
-
-
 def lost_worker_message(error: Exception, output_dir: str) -> str:
     """What to do when a collective failed because another worker stopped: name it, relaunch all.
 
     MultiWorkerMirroredStrategy cannot continue with fewer workers (each update needs
     every replica's gradients), so the survivors stop rather than wait forever.
     """
-    config = _tf_config()
+    config = tf_config.read()
     cluster, task = config.get("cluster", {}), config.get("task", {})
     own = (task.get("type"), int(task.get("index", 0)))
     peers = [(job, int(index)) for job, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", str(error))]
@@ -280,55 +247,3 @@ def lost_worker_message(error: Exception, output_dir: str) -> str:
         f"with fewer workers: stop every worker, then relaunch all of them with the same command and their "
         f"own TF_CONFIG; they resume {resume}."
     )
-
-
-def _cluster_workers() -> int:
-    cluster = _tf_config().get("cluster", {})
-    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
-
-
-_TASK_TYPES = ("chief", "worker")  # MultiWorkerMirroredStrategy's: no parameter servers, no evaluator
-_SEE_TOOL = "t2t-make-tf-configs writes one per task"
-
-
-def _tf_config() -> dict:
-    """TF_CONFIG as a dict ({} when unset), checked: what TensorFlow would misread or ignore stops here.
-
-    A task that is not in its cluster would otherwise train alone, in silence, or fail deep
-    inside TensorFlow's cluster resolver.
-    """
-    text = os.environ.get("TF_CONFIG")
-    if not text:
-        return {}
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON ({error}); see tf.distribute.cluster_resolver.") from None
-    if not isinstance(config, dict):
-        raise ValueError(
-            f"TF_CONFIG={text}: not a JSON object of the form "
-            f'{{"cluster": {{"worker": ["host:port", ...]}}, "task": {{"type": "worker", "index": 0}}}} '
-            f"({_SEE_TOOL})."
-        )
-    cluster, task = config.get("cluster", {}), config.get("task")
-    jobs_ok = isinstance(cluster, dict) and all(
-        job in _TASK_TYPES and isinstance(addresses, list) and all(isinstance(address, str) for address in addresses)
-        for job, addresses in cluster.items()
-    )
-    if not jobs_ok or len(cluster.get("chief", [])) > 1:
-        raise ValueError(
-            f'TF_CONFIG\'s "cluster": {json.dumps(cluster)} must map "worker" (and optionally "chief", one '
-            f'task) to a list of "host:port" strings; t2t-trainer runs no other task types ({_SEE_TOOL}).'
-        )
-    if not cluster and task is None:
-        return config
-    tasks = ", ".join(f'{{"type": "{job}", "index": {i}}}' for job in cluster for i in range(len(cluster[job])))
-    task_type = task.get("type") if isinstance(task, dict) else None
-    index = task.get("index", 0) if isinstance(task, dict) else None
-    if task_type not in cluster or type(index) is not int or not 0 <= index < len(cluster[task_type]):
-        given = f'"task": {json.dumps(task)} is not' if task is not None else 'has no "task", which must be'
-        raise ValueError(
-            f"TF_CONFIG {given} one of its cluster's tasks ({tasks or 'none'}): give each process its own "
-            f"({_SEE_TOOL})."
-        )
-    return config

@@ -21,7 +21,7 @@ import math
 
 import tensorflow as tf
 
-from t2t_lite.train import distribution
+from t2t_lite.train import tf_config
 
 # Each metric the trainer can judge by, and whether lower is better.
 LOWER_IS_BETTER = {
@@ -123,7 +123,7 @@ def chief_value(strategy, value: float, is_chief: bool) -> float:
     differently. A sum over all replicas in which only the chief's replicas count (each a
     1/replicas share of it). One process: `value` itself.
     """
-    if not distribution.is_multi_worker():
+    if not tf_config.is_multi_worker():
         return value
     share = value / len(strategy.extended.worker_devices) if is_chief else 0.0
     return float(_all_reduce_sum(strategy, tf.constant(share, tf.float64)).numpy())

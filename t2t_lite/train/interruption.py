@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 
-from t2t_lite.train import distribution
+from t2t_lite.train import tf_config
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -51,7 +51,7 @@ class StopSignals:
 
     def _handle(self, number, frame):
         name = signal.Signals(number).name
-        if self.received is None and not distribution.is_multi_worker():
+        if self.received is None and not tf_config.is_multi_worker():
             self.received = number
             _say(
                 f"t2t-trainer: {name}: stopping after this update, with a checkpoint (again: at once, without saving)."
@@ -60,7 +60,7 @@ class StopSignals:
         why = "under TF_CONFIG the workers save together" if self.received is None else "as asked"
         _say(
             f"t2t-trainer: {name}: stopped at once, without saving ({why}); the next run resumes from the last "
-            f"checkpoint written{', once every worker is relaunched' if distribution.is_multi_worker() else ''}."
+            f"checkpoint written{', once every worker is relaunched' if tf_config.is_multi_worker() else ''}."
         )
         os._exit(128 + number)
 

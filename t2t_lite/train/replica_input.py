@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import datagen, input_pipeline
-from t2t_lite.train import distribution
+from t2t_lite.train import tf_config
 
 _LAST_EPOCH = np.iinfo(np.int64).max  # the pipelines are endless
 
@@ -126,11 +126,11 @@ class TrainingBatches:
         if self.num_replicas > 1:
             who = (
                 f"worker {input_context.input_pipeline_id} of {input_context.num_input_pipelines}"
-                if distribution.is_multi_worker()
+                if tf_config.is_multi_worker()
                 else f"replica {replicas[0]} of {self.num_replicas}"
             )
             shards = sum(len(range(replica, self.num_files, self.num_replicas)) for replica in replicas)
-            which = f" (replica{'s' * (local > 1)} {', '.join(map(str, replicas))})" * distribution.is_multi_worker()
+            which = f" (replica{'s' * (local > 1)} {', '.join(map(str, replicas))})" * tf_config.is_multi_worker()
             self.log(f"{who} reads {shards} of {self.num_files} train shards{which}.")
         pipelines = [self._pipeline(replica, *self._starts[replica]) for replica in replicas]
         if len(pipelines) == 1:
@@ -175,7 +175,7 @@ class TrainingBatches:
         if self._iterator is None:
             self._starts = self._start_positions()
             options = None
-            if self.num_replicas > 1 and not distribution.is_multi_worker():  # one pipeline per local replica
+            if self.num_replicas > 1 and not tf_config.is_multi_worker():  # one pipeline per local replica
                 options = tf.distribute.InputOptions(
                     experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA
                 )
@@ -191,7 +191,7 @@ class TrainingBatches:
         """
 
         def stop(error_type, error, traceback):
-            if error_type is not None or not distribution.is_multi_worker():
+            if error_type is not None or not tf_config.is_multi_worker():
                 self.close()
 
         return stop
@@ -208,7 +208,7 @@ class TrainingBatches:
         """Every replica's position into `epoch` and `batches_taken` (call on every worker before a save)."""
         if self._tags is None:  # nothing taken since the restore: the restored positions stand
             return
-        if distribution.is_multi_worker():  # other workers hold the other replicas' tags
+        if tf_config.is_multi_worker():  # other workers hold the other replicas' tags
             tags = self.strategy.gather(self._tags, axis=0).numpy()
         else:
             tags = np.concatenate([tag.numpy() for tag in self.strategy.experimental_local_results(self._tags)])
