@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -334,6 +335,35 @@ def test_layout_assets_and_variables(setup):
         )
     # The graph of five signatures (three of them a whole search) without the weights: a few MB at most.
     assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 3_000_000
+
+
+def test_text_and_ids_signatures_share_one_traced_search(setup):
+    """serving_default and translate_ids call one beam search function; translate_prefix and sample have
+    their own (forced prefixes, sampling): three searches' loop bodies in the export, not four."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(setup["version_dir"], "saved_model.pb"), "rb") as file:
+        saved.ParseFromString(file.read())
+    library = {function.signature.name: function for function in saved.meta_graphs[0].graph_def.library.function}
+
+    def called(name):  # the functions a function's graph calls, directly or through the ones it calls
+        found = set()
+        for node in library[name].node_def:
+            for value in node.attr.values():
+                if value.func.name in library and value.func.name not in found:
+                    found |= {value.func.name} | called(value.func.name)
+        return found
+
+    def searches(name):
+        return {callee for callee in called(name) if callee.startswith("__inference_search_")}
+
+    translate, translate_ids = (
+        next(name for name in library if re.fullmatch(rf"__inference_{signature}_\d+", name))
+        for signature in ("translate", "translate_ids")
+    )
+    assert len(searches(translate)) == 1 and searches(translate) == searches(translate_ids)
+    assert sum("while_body" in name for name in library) == 3
 
 
 @pytest.fixture(scope="module")

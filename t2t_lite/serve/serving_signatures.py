@@ -60,8 +60,9 @@ def hypothesis_tokens(ids) -> tf.RaggedTensor:
 def best_hypotheses_fn(model, settings):
     """0-padded inputs [batch, length] -> (ids [batch, length'], scores [batch]) of the best hypotheses.
 
-    The batch may be empty. With xla, one compiled function serves both signatures, so a
-    bucket shape is compiled (and warmed up) once for the two.
+    The batch may be empty. One traced function serves both signatures (serving_default and
+    translate_ids), so the export holds that search once; with xla it is compiled, and a bucket
+    shape is compiled (and warmed up) once for the two.
     """
     options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
     # Every signature is traced without autograph, as beam_search.decode_batch: the graph uses TensorFlow's
@@ -80,6 +81,7 @@ def best_hypotheses_fn(model, settings):
 
         return search_in_buckets
 
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def search(inputs):
         def best():
             ids, scores = beam_search.decode(model, inputs, **options)
