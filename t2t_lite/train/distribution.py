@@ -46,7 +46,7 @@ def strategy_for(worker_gpu: int) -> tf.distribute.Strategy:
     forever (each blocked in the broadcast of the first variable's initial value).
     """
     check_strategy(worker_gpu)
-    if tf_config.cluster_size() > 1:
+    if tf_config.is_multi_worker():
         return tf.distribute.MultiWorkerMirroredStrategy()
     if worker_gpu == 1:
         return tf.distribute.get_strategy()
@@ -58,7 +58,7 @@ def check_strategy(worker_gpu: int) -> None:
     starting the cluster."""
     if worker_gpu < 1:
         raise ValueError(f"--worker_gpu={worker_gpu}: must be at least 1.")
-    if tf_config.cluster_size() <= 1 and worker_gpu > 1:
+    if not tf_config.is_multi_worker() and worker_gpu > 1:
         local_devices(worker_gpu)
 
 
@@ -134,7 +134,7 @@ def check_clock_free(train_minutes: float, save_checkpoints_secs: int) -> None:
     Every worker must take part in each update and each save, so a worker whose clock said
     "stop" or "save" one step before another's would leave the rest waiting on a collective.
     """
-    if tf_config.cluster_size() > 1 and (train_minutes or save_checkpoints_secs):
+    if tf_config.is_multi_worker() and (train_minutes or save_checkpoints_secs):
         raise ValueError(
             "--train_minutes and --save_checkpoints_secs follow each worker's own clock, so under "
             "TF_CONFIG the workers would part ways; use --train_steps and --save_checkpoints_steps."
@@ -191,9 +191,7 @@ def cluster_start_deadline(minutes: float):
 
 
 def _start_timeout_message(minutes: float) -> str:
-    config = tf_config.read()
-    cluster, task = config.get("cluster", {}), config.get("task", {})
-    own = (task.get("type"), int(task.get("index", 0)))
+    cluster, own = tf_config.own_task()
     tasks = [(job, index, address) for job in ("chief", "worker") for index, address in enumerate(cluster.get(job, []))]
     me = next((f"{job} {index} ({address})" for job, index, address in tasks if (job, index) == own), "this task")
     others = ", ".join(f"{job} {index} ({address})" for job, index, address in tasks if (job, index) != own)
@@ -232,9 +230,7 @@ def lost_worker_message(error: Exception, output_dir: str) -> str:
     MultiWorkerMirroredStrategy cannot continue with fewer workers (each update needs
     every replica's gradients), so the survivors stop rather than wait forever.
     """
-    config = tf_config.read()
-    cluster, task = config.get("cluster", {}), config.get("task", {})
-    own = (task.get("type"), int(task.get("index", 0)))
+    cluster, own = tf_config.own_task()
     peers = [(job, int(index)) for job, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", str(error))]
     lost = sorted({peer for peer in peers if peer != own and peer[0] in cluster and peer[1] < len(cluster[peer[0]])})
     named = ", ".join(f"{job} {index} ({cluster[job][index]})" for job, index in lost) or "another worker"

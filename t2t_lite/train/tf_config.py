@@ -9,6 +9,9 @@ process' own before TensorFlow sees it. Plain JSON: the tool that writes them st
 import json
 import os
 
+_TASK_TYPES = ("chief", "worker")  # MultiWorkerMirroredStrategy's: no parameter servers, no evaluator
+_SEE_TOOL = "t2t-make-tf-configs writes one per task"
+
 
 def one_per_task(workers: str, chief: str = "") -> list:
     """One `(task type, index, host, TF_CONFIG dict)` per task of the cluster, chief first.
@@ -37,16 +40,6 @@ def one_per_task(workers: str, chief: str = "") -> list:
         for task_type, addresses in cluster.items()
         for index, address in enumerate(addresses)
     ]
-
-
-def cluster_size() -> int:
-    """The number of training tasks (chief and workers) TF_CONFIG names; 0 when it is unset."""
-    cluster = read().get("cluster", {})
-    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
-
-
-_TASK_TYPES = ("chief", "worker")  # MultiWorkerMirroredStrategy's: no parameter servers, no evaluator
-_SEE_TOOL = "t2t-make-tf-configs writes one per task"
 
 
 def read() -> dict:
@@ -94,4 +87,12 @@ def read() -> dict:
 
 def is_multi_worker() -> bool:
     """Whether TF_CONFIG describes a cluster of more than one training task."""
-    return cluster_size() > 1
+    cluster = read().get("cluster", {})
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", [])) > 1
+
+
+def own_task() -> tuple:
+    """(the cluster {task type: [host:port, ...]}, this process' (task type, index)) of TF_CONFIG."""
+    config = read()
+    task = config.get("task", {})
+    return config.get("cluster", {}), (task.get("type"), int(task.get("index", 0)))
