@@ -57,8 +57,8 @@ if [ "$STEPS" != 1600 ]; then
 elif [ -n "$FIGURE" ]; then
   EXPECT="This data ($CATALOGS, digest $DIGEST) scored $FIGURE test sacreBLEU with this recipe; expect it within ±0.5."
 else
-  EXPECT="No figure is recorded for this machine's catalogs (digest ${DIGEST:-unknown}): the README's are for digests
-419e6d7b9c29 (28.11) and d5ca1f33d0ed (30.12), other data; expect another score."
+  EXPECT="No figure is recorded for this machine's catalogs (digest ${DIGEST:-unknown}): other data than the README's
+figures (docs/results.md lists them by digest), so expect another score."
 fi
 echo "$EXPECT"
 
