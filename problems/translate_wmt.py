@@ -19,8 +19,6 @@ The vocabulary is trained on a shuffled sample of `max_vocab_sentences` sentence
 
 import os
 
-import tensorflow_datasets as tfds
-
 from t2t_lite.problem import TextProblem
 from t2t_lite.registry import register_problem
 
@@ -40,6 +38,8 @@ class TranslateWmt14(TextProblem):
         return {"beam_size": 4, "alpha": 0.6, "extra_length": 50}  # §6.1
 
     def text_pairs(self, tmp_dir: str, split: str):
+        import tensorflow_datasets as tfds  # here: a quarter second that every tool would pay at start-up
+
         tfds_dir = os.path.join(tmp_dir, "tensorflow_datasets")
         builder = tfds.builder(self.tfds_name, data_dir=tfds_dir)
         builder.download_and_prepare(
