@@ -1,8 +1,12 @@
-"""Test-wide settings (quiet TensorFlow logs, the TensorFlow Keras backend) and `built_once`."""
+"""Test-wide settings (quiet TensorFlow logs, the TensorFlow Keras backend), `built_once`, and `--cpu-report`."""
 
+import collections
 import fcntl
+import json
 import os
+import resource
 import shutil
+import time
 
 import pytest
 
@@ -70,3 +74,64 @@ def reverse_data(built_once):
         problem.generate_data(str(path), str(path))
 
     return str(built_once("algorithmic_reverse_1000", generate))
+
+
+# --cpu-report=FILE: where the suite's CPU time goes, per test and per test file (docs/testing.md).
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu-report",
+        metavar="FILE",
+        help="write each test's wall time and CPU seconds (its worker's own, and those of the processes it "
+        "started and waited for) to FILE as JSON lines, and print the CPU per test file at the end",
+    )
+
+
+def pytest_configure(config):
+    report = config.getoption("cpu_report")
+    if report and not hasattr(config, "workerinput"):  # the controller starts the file; workers append
+        open(report, "w").close()
+
+
+def _cpu_seconds():
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown: a shared build (`built_once`) counts in the test that asked for it first."""
+    report = item.config.getoption("cpu_report")
+    started, (own, children) = time.time(), _cpu_seconds()
+    yield
+    if report:
+        own_after, children_after = _cpu_seconds()
+        line = {
+            "test": item.nodeid,
+            "wall_s": round(time.time() - started, 2),
+            "cpu_s": round(own_after - own, 2),
+            "child_cpu_s": round(children_after - children, 2),
+        }
+        with open(report, "a") as file:  # one write per line: the workers' lines never interleave
+            file.write(json.dumps(line) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    report = config.getoption("cpu_report")
+    if not report or hasattr(config, "workerinput"):
+        return
+    files = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    with open(report) as lines:
+        for line in map(json.loads, lines):
+            totals = files[line["test"].split("::")[0]]
+            totals[0] += line["cpu_s"]
+            totals[1] += line["child_cpu_s"]
+            totals[2] += 1
+    everything = sum(own + children for own, children, _ in files.values())
+    terminalreporter.section(f"CPU per test file: {everything:.0f} core-s in tests (--cpu-report={report})")
+    for name, (own, children, count) in sorted(files.items(), key=lambda item: -sum(item[1][:2]))[:20]:
+        terminalreporter.write_line(
+            f"{own + children:7.0f} core-s  ({own:.0f} in the worker, {children:.0f} in its processes)  "
+            f"{count:3d} tests  {name}"
+        )
