@@ -1,7 +1,8 @@
-"""Test-wide settings (quiet TensorFlow logs, the TensorFlow Keras backend), `built_once`, and `--cpu-report`."""
+"""Test-wide settings (TensorFlow's logs, Keras' backend, the cycle collector), `built_once`, `--cpu-report`."""
 
 import collections
 import fcntl
+import gc
 import json
 import os
 import resource
@@ -27,6 +28,21 @@ def merged_reports(processes, report_of) -> dict:
                 process.kill()
                 process.communicate()
     return report
+
+
+def pytest_collection_finish(session):
+    """Python's cycle collector tuned for a process that traces hundreds of small models.
+
+    Tracing allocates millions of short-lived objects, so at the default thresholds a test worker
+    collects about a thousand times per test file, and every few of its tests a full collection walks
+    every object alive: TensorFlow's and Keras' modules (about 330,000 objects after collection) and
+    what the tests keep. Frozen, the modules are never walked again; a young generation of 50,000
+    objects lets most garbage die by reference count before a collection looks at it. Cycles are
+    still found, in fewer, larger passes: the collector's share of a worker's CPU time halves.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
 @pytest.fixture(scope="session")
