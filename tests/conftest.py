@@ -38,7 +38,7 @@ def pytest_collection_finish(session):
     every object alive: TensorFlow's and Keras' modules (about 330,000 objects after collection) and
     what the tests keep. Frozen, the modules are never walked again; a young generation of 50,000
     objects lets most garbage die by reference count before a collection looks at it. Cycles are
-    still found, in fewer, larger passes: the collector's share of a worker's CPU time halves.
+    still found, in fewer, larger passes (docs/testing.md: the collector's share of a worker's time).
     """
     gc.collect()
     gc.freeze()

@@ -119,6 +119,7 @@ def test_under_tf_config_the_first_signal_stops_the_worker_at_once(monkeypatch, 
 HELD_DATAGEN = r"""
 import sys, time
 sys.argv[0] = "t2t-datagen"  # before t2t_lite.cli is imported: it sets up a tool's logs by the name
+from t2t_lite.cli import t2t_datagen  # first, as bin/t2t-datagen: its stderr filter forks before TensorFlow starts
 from t2t_lite.problems import algorithmic
 examples = algorithmic.AlgorithmicProblem.examples
 def held_examples(self, split):
@@ -131,7 +132,6 @@ def held_examples(self, split):
                 time.sleep(0.05)
         yield example
 algorithmic.AlgorithmicProblem.examples = held_examples
-from t2t_lite.cli import t2t_datagen
 t2t_datagen.console_main()
 """
 
