@@ -61,7 +61,7 @@ def test_transformer_tiny_learns_algorithmic_reverse(full_reverse_data, tmp_path
     transformer_tiny narrowed to one layer each side of d_model 64 (d_ff 256), without dropout and with
     the rate decayed linearly over the last 200 steps, so that the run is short on a small CPU: three
     seeds reached 98-100 % of sequences, where an untrained model gets ~0 % (batches of 512 tokens reached
-    100 % at twice the cost per step, batches of 128 tokens 25-44 %; two layers without the decay needed
+    100 % at about 1.5 times the cost, batches of 128 tokens 25-44 %; two layers without the decay needed
     800 steps of 512 tokens for about 96 %). Float32 sums are rounded differently
     on different CPUs, and the trajectories part after some tens of steps, so each CPU behaves like
     another seed: a host below the bounds at 500 steps trains on (the same command resumes the run) to
