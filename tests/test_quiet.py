@@ -292,6 +292,33 @@ def test_a_tool_runs_onednn_kernels_unless_the_user_chose(tmp_path, name, users_
     assert (printed[1] if expected == "None" else " ".join(printed)) == expected, result.stdout
 
 
+MATPLOTLIB_PROBE = """
+import sys
+import t2t_lite.cli
+import keras
+from t2t_lite.data import vocabulary
+print("matplotlib" in sys.modules)  # Keras' visualization helpers asked for it
+print("tensorflow_text" in sys.modules)  # loaded by the first SentencePiece tokenizer, not by the module
+from t2t_lite.insights import attention_plot
+print(attention_plot._pyplot().__name__, keras.src.visualization.plot_image_gallery.plt)
+"""
+
+
+def test_a_tool_loads_matplotlib_only_to_draw(tmp_path):
+    """Keras imports matplotlib for its image galleries as it loads; a tool refuses it that import (a second
+    of every start) and still draws; anywhere else (this test's process) Keras imports as it always does.
+    tensorflow-text (half a second more) waits for a SentencePiece vocabulary's first tokenizer."""
+    path = tmp_path / "t2t-probe"
+    path.write_text(MATPLOTLIB_PROBE)
+    result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["False", "False", "matplotlib.pyplot", "None"]
+    import keras
+
+    assert keras.src.visualization.plot_image_gallery.plt is not None  # not a tool: Keras' pyplot, untouched
+    assert not any(type(finder) is cli._NoMatplotlibForKerasVisualization for finder in sys.meta_path)
+
+
 def test_only_the_documented_lines_are_dropped():
     info = "I0000 00:00:1795351719.218342    5388 port.cc:153] oneDNN custom operations are on.\n"
     cuinit = (

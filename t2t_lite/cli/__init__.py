@@ -52,10 +52,16 @@ A tool also runs TensorFlow's oneDNN kernels on every x86-64 CPU, where TensorFl
 Eigen's on CPUs without VNNI, AVX-512 BF16 or AMX (`cpu_features.use_onednn_kernels`: on such a
 CPU a transformer_base beam-4 decode takes about half the time; docs/benchmarks.md, Decoding);
 TF_ENABLE_ONEDNN_OPTS set by the user wins.
+
+Keras' visualization helpers (image galleries), which no tool calls, import matplotlib as Keras
+loads: about a second of every tool's start. In a tool's process those imports are refused
+(`_NoMatplotlibForKerasVisualization`; Keras catches the ImportError and leaves its helpers without
+matplotlib), so a tool that draws (attention pictures, BLEU over steps) is the only one that loads it.
 """
 
 import atexit
 import ctypes.util
+import importlib.abc
 import logging
 import os
 import re
@@ -90,6 +96,19 @@ _EXIT_WAIT_S = 2.0
 
 def _is_tool() -> bool:
     return os.path.basename(sys.argv[0]).startswith("t2t-")
+
+
+class _NoMatplotlibForKerasVisualization(importlib.abc.MetaPathFinder):
+    """Refuses matplotlib to a module of keras.src.visualization while that module loads; finds nothing else."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "matplotlib" and any(
+            getattr(module.__spec__, "_initializing", False)
+            for loading, module in list(sys.modules.items())
+            if loading.startswith("keras.src.visualization.") and getattr(module, "__spec__", None)
+        ):
+            raise ImportError(f"{name} is not loaded for Keras' visualization helpers in a t2t-* tool")
+        return None
 
 
 def _user_asked_for_logs() -> bool:
@@ -211,6 +230,7 @@ def run_tool(main) -> None:
 
 if _is_tool():
     cpu_features.use_onednn_kernels()
+    sys.meta_path.insert(0, _NoMatplotlibForKerasVisualization())
 if _is_tool() and not _user_asked_for_logs():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # a user's 2 or 3 stands: fewer lines still
     _filter_stderr_until_exit()

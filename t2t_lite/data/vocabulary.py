@@ -26,10 +26,13 @@ import io
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 import sentencepiece
 import tensorflow as tf
-import tensorflow_text
+
+if TYPE_CHECKING:
+    import tensorflow_text
 
 PAD_ID = 0
 EOS_ID = 1
@@ -159,12 +162,16 @@ class Vocabulary:
         return self._processor.decode([i for i in ids if i != PAD_ID])
 
     @property
-    def tokenizer(self) -> tensorflow_text.SentencepieceTokenizer:
+    def tokenizer(self) -> "tensorflow_text.SentencepieceTokenizer":
         """The same model as a TensorFlow op: `tokenize(strings)` -> int32 RaggedTensor.
 
         It expects normalized text (`normalize_text` or `normalize_text_in_graph`).
         """
         if self._tokenizer is None:
+            # Imported here, not with the module: loading its ops costs every process that starts a
+            # tool about half a second, and the algorithmic problems' SymbolVocabulary never needs them.
+            import tensorflow_text
+
             self._tokenizer = tensorflow_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
         return self._tokenizer
 
