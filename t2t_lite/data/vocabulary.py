@@ -21,6 +21,7 @@ digits, URLs and scripts never seen in training.
 with the same interface.
 """
 
+import functools
 import hashlib
 import io
 import os
@@ -41,9 +42,12 @@ UNK_ID = 2
 NUM_RESERVED_IDS = 2
 
 
-# Every character Python's `str.split()` splits on, as one RE2 class, so the graph version
-# of the normalisation equals `normalize_text` exactly (not only for ASCII whitespace).
-_WHITESPACE_RUN = "[" + "".join(f"\\x{{{code:x}}}" for code in range(sys.maxunicode + 1) if chr(code).isspace()) + "]+"
+@functools.cache
+def _whitespace_run() -> str:
+    """Every character Python's `str.split()` splits on, as one RE2 class, so the graph version
+    of the normalisation equals `normalize_text` exactly (not only for ASCII whitespace). Made on
+    first use: the scan of every code point costs a tenth of a second."""
+    return "[" + "".join(f"\\x{{{code:x}}}" for code in range(sys.maxunicode + 1) if chr(code).isspace()) + "]+"
 
 
 def normalize_text(text: str) -> str:
@@ -53,7 +57,7 @@ def normalize_text(text: str) -> str:
 
 def normalize_text_in_graph(strings: tf.Tensor) -> tf.Tensor:
     """`normalize_text` as a TensorFlow op, for raw text tokenized in the graph (e.g. when serving)."""
-    collapsed = tf.strings.regex_replace(strings, _WHITESPACE_RUN, " ")
+    collapsed = tf.strings.regex_replace(strings, _whitespace_run(), " ")
     return tf.strings.regex_replace(collapsed, r"^ | $", "")
 
 
