@@ -125,7 +125,17 @@ def test_another_tool_stopped_by_ctrl_c_says_so_in_one_line(tmp_path):
         f"--data_dir={tmp_path / 'data'}",
         f"--tmp_dir={tmp_path / 'tmp'}",
     ]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As at a terminal, Ctrl-C's SIGINT reaches the tool at its default disposition, whatever this test runs under:
+    # a non-interactive shell starts its background jobs with SIGINT ignored, and the tool would inherit that
+    # (Python then installs no KeyboardInterrupt, and the tool would write on to its end).
+    process = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 60
     while process.poll() is None and not list((tmp_path / "data").glob("*incomplete*")) and time.time() < deadline:
         time.sleep(0.01)
