@@ -305,7 +305,7 @@ print(attention_plot._pyplot().__name__, keras.src.visualization.plot_image_gall
 
 
 def test_a_tool_loads_matplotlib_only_to_draw(tmp_path):
-    """Keras imports matplotlib for its image galleries as it loads; a tool refuses it that import (a second
+    """Keras imports matplotlib for its image galleries as it loads; a tool refuses it that import (nearly a second
     of every start) and still draws; anywhere else (this test's process) Keras imports as it always does.
     tensorflow-text (half a second more) waits for a SentencePiece vocabulary's first tokenizer."""
     path = tmp_path / "t2t-probe"

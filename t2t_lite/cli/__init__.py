@@ -54,7 +54,7 @@ CPU a transformer_base beam-4 decode takes about half the time; docs/benchmarks.
 TF_ENABLE_ONEDNN_OPTS set by the user wins.
 
 Keras' visualization helpers (image galleries), which no tool calls, import matplotlib as Keras
-loads: about a second of every tool's start. In a tool's process those imports are refused
+loads: nearly a second of every tool's start. In a tool's process those imports are refused
 (`_NoMatplotlibForKerasVisualization`; Keras catches the ImportError and leaves its helpers without
 matplotlib), so a tool that draws (attention pictures, BLEU over steps) is the only one that loads it.
 """
