@@ -308,6 +308,7 @@ def test_a_tool_loads_matplotlib_only_to_draw(tmp_path):
     """Keras imports matplotlib for its image galleries as it loads; a tool refuses it that import (nearly a second
     of every start) and still draws; anywhere else (this test's process) Keras imports as it always does.
     tensorflow-text (half a second more) waits for a SentencePiece vocabulary's first tokenizer."""
+    pytest.importorskip("matplotlib", reason="matplotlib, the optional [plot] extra, is not installed")
     path = tmp_path / "t2t-probe"
     path.write_text(MATPLOTLIB_PROBE)
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
