@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import time
 
 import pytest
@@ -28,6 +29,16 @@ def merged_reports(processes, report_of) -> dict:
                 process.kill()
                 process.communicate()
     return report
+
+
+def sigint_as_at_a_terminal() -> None:
+    """`preexec_fn` for a tool a test sends Ctrl-C's SIGINT: the signal's default disposition, as at a terminal.
+
+    A non-interactive shell starts its background jobs (a suite run by a script with `&`) with SIGINT
+    ignored, and every process a test starts would inherit that: Python then installs no
+    KeyboardInterrupt, and the tool would run on to its end.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def pytest_collection_finish(session):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import test_trainer
+from conftest import sigint_as_at_a_terminal
 from test_trainer import SMALL, logged_scalars, train
 
 from t2t_lite.train import checkpoints, interruption
@@ -125,16 +126,8 @@ def test_another_tool_stopped_by_ctrl_c_says_so_in_one_line(tmp_path):
         f"--data_dir={tmp_path / 'data'}",
         f"--tmp_dir={tmp_path / 'tmp'}",
     ]
-    # As at a terminal, Ctrl-C's SIGINT reaches the tool at its default disposition, whatever this test runs under:
-    # a non-interactive shell starts its background jobs with SIGINT ignored, and the tool would inherit that
-    # (Python then installs no KeyboardInterrupt, and the tool would write on to its end).
     process = subprocess.Popen(
-        command,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_at_a_terminal
     )
     deadline = time.time() + 60
     while process.poll() is None and not list((tmp_path / "data").glob("*incomplete*")) and time.time() < deadline:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import sigint_as_at_a_terminal
 
 from t2t_lite import cli
 
@@ -210,15 +211,13 @@ def test_the_filter_loses_nothing_however_the_tool_ends(tmp_path, ending, return
 
 def test_an_unfinished_line_shows_and_ctrl_c_leaves_the_filter_running(tmp_path):
     command, environment = fake_tool(tmp_path)
-    # As at a terminal, Ctrl-C's SIGINT reaches the tool at its default disposition, whatever this test runs under
-    # (a non-interactive shell starts its background jobs with SIGINT ignored, and a child would inherit that).
     process = subprocess.Popen(
         [*command, "progress"],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=environment,
         start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_at_a_terminal,
     )
     seen, progress = b"", b""
     while not seen.endswith(b"\r 100%"):
