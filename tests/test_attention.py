@@ -77,3 +77,26 @@ def test_memory_shared_by_groups_of_query_rows_is_attention_per_row():
         np.testing.assert_allclose(output[row], expected[0], atol=1e-5)
         np.testing.assert_allclose(weights[row], expected_weights[0], atol=1e-6)
     assert np.all(np.asarray(weights)[3:, :, :, 3:] == 0.0)  # sentence 1's padding
+
+
+def test_only_decoding_groups_query_rows(monkeypatch):
+    """Training and scoring attend row by row: the regrouping of a sentence's beams onto one row of keys is
+    decoding's alone (in a one-layer train step it would add an eighth to the ops traced)."""
+    from t2t_lite.model import attention
+
+    layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=6, output_size=10)
+    x = RNG.normal(size=(2, 3, 10)).astype("float32")
+    memory = RNG.normal(size=(2, 4, 10)).astype("float32")
+    layer(x, memory)  # builds the projections
+    grouped_calls, regroup = [], attention._shared_memory_attention
+
+    def counted(*args, **kwargs):
+        grouped_calls.append(1)
+        return regroup(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "_shared_memory_attention", counted)
+    layer(x, training=True)
+    layer(x, memory, training=True)
+    assert grouped_calls == []
+    layer(x, memory_kv=layer.project_memory(memory))  # decoding's encoder-decoder attention
+    assert grouped_calls == [1]

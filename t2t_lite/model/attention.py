@@ -191,6 +191,9 @@ class MultiHeadAttention(keras.layers.Layer):
         training=False,
         cache_position=None,
     ):
+        # Decoding's queries come in groups that share one row of keys and values (a sentence's beams);
+        # training and scoring attend row by row.
+        grouped_queries = cache_position is not None or (memory_kv is not None and cache is None)
         query = self.split_heads(self.query_projection(query_input))
         if cache is not None:  # self-attention, one more step: attend over all steps so far
             step = self.project_memory(query_input)
@@ -209,7 +212,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 memory_kv = self.project_memory(query_input if memory_input is None else memory_input)
             key, value = memory_kv["k"], memory_kv["v"]
         dropout = self.dropout if self.attention_dropout else None
-        if cache_position is not None or (memory_kv is not None and cache is None):
+        if grouped_queries:
             heads, weights = _shared_memory_attention(
                 query, key, value, bias, dropout, training, keys_transposed=cache_position is not None
             )
