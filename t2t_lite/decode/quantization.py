@@ -98,7 +98,7 @@ def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:
     variables, so restore a checkpoint first.
     """
     check_mode(mode)
-    with _one_collection_at_the_end():
+    with _no_full_collections():
         if mode == "int8":
             model.quantize(mode, filters=lambda layer: isinstance(layer, (keras.layers.Dense, SharedEmbedding)))
         elif mode == "bfloat16":
@@ -111,16 +111,17 @@ def quantize_for_decoding(model: keras.Model, mode: str) -> keras.Model:
 
 
 @contextlib.contextmanager
-def _one_collection_at_the_end():
-    """Defers the full garbage collections Keras runs while a model is converted to one, at the end.
+def _no_full_collections():
+    """Skips the full garbage collections Keras runs while a model is converted.
 
     Keras' `Layer.__delattr__` calls `gc.collect()` each time a layer drops a variable (to free
     accelerator buffers at once), and converting drops one per product weight: 97 full
     collections for transformer_base, each walking every Python object of the process, made its
     conversion many times slower (bench/quantize.py; docs/benchmarks.md, "Converting a model for
-    lower-precision decoding"). One collection afterwards frees the same memory. `gc.collect` is
-    replaced process-wide while the conversion runs (Keras looks it up at each call); a collection
-    another thread asks for then is skipped, not lost: the one at the end runs anyway.
+    lower-precision decoding"). None is needed: a dropped float32 weight is in no reference cycle,
+    so it is freed as it is replaced. `gc.collect` is replaced process-wide while the conversion
+    runs (Keras looks it up at each call); a collection another thread asks for then is skipped,
+    and Python's own automatic collections go on as always.
     """
     collect = gc.collect
     gc.collect = lambda generation=2: 0
@@ -128,7 +129,6 @@ def _one_collection_at_the_end():
         yield
     finally:
         gc.collect = collect
-        collect()
 
 
 class BFloat16Dense(keras.layers.Dense):
