@@ -582,20 +582,27 @@ QUANTIZED = {"int8": tf.int8, "bfloat16": tf.bfloat16}
 
 
 @pytest.fixture(scope="module", params=sorted(QUANTIZED))
-def quantized(request, setup, built_once):
-    """`--decode_hparams=quantize=<mode>,xla=true`: the checkpoint exported once per test run and mode,
-    loaded once per module."""
+def quantized_version_dir(request, setup, built_once):
+    """`--decode_hparams=quantize=<mode>,xla=true`: (mode, the version directory of the checkpoint exported so),
+    exported once per test run and mode."""
     mode = request.param
     root = built_once(
         f"trained_export_{mode}", lambda path: export_again(setup, str(path / "export"), quantize=mode, xla="true")
     )
-    version_dir = os.path.join(root, "export", str(STEP))
+    return mode, os.path.join(root, "export", str(STEP))
+
+
+@pytest.fixture(scope="module")
+def quantized(quantized_version_dir):
+    """(mode, version directory, the export loaded): loaded once per module and mode, by the tests that call it
+    (loading an int8 XLA export takes seconds)."""
+    mode, version_dir = quantized_version_dir
     return mode, version_dir, tf.saved_model.load(version_dir)
 
 
-def test_a_quantized_export_holds_that_modes_weights(quantized):
+def test_a_quantized_export_holds_that_modes_weights(quantized_version_dir):
     """`--decode_hparams=quantize=int8` (or bfloat16): those weights in the SavedModel, float32 for the rest."""
-    mode, version_dir, _ = quantized
+    mode, version_dir = quantized_version_dir
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         assert json.load(file)["decode_hparams"]["quantize"] == mode
     reader = tf.train.load_checkpoint(os.path.join(version_dir, "variables", "variables"))
