@@ -81,7 +81,7 @@ def test_memory_shared_by_groups_of_query_rows_is_attention_per_row():
 
 def test_only_decoding_groups_query_rows(monkeypatch):
     """Training and scoring attend row by row: the regrouping of a sentence's beams onto one row of keys is
-    decoding's alone (in a one-layer train step it would add an eighth to the ops traced)."""
+    decoding's alone (in a one-layer train step it traced a sixth more ops)."""
     from t2t_lite.model import attention
 
     layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=6, output_size=10)
