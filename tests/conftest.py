@@ -1,4 +1,5 @@
-"""Test-wide settings (TensorFlow's logs, Keras' backend, the cycle collector), `built_once`, `--cpu-report`."""
+"""Test-wide settings (TensorFlow's logs, Keras' backend, the cycle collector), the fork servers the workers share
+(tests/forkserver.py), `built_once`, `--cpu-report`."""
 
 import collections
 import fcntl
@@ -10,10 +11,14 @@ import shutil
 import signal
 import time
 
+import forkserver
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# What the processes the tests start load with (forkserver.LOAD_VARIABLES), restored after collection: the
+# benchmarks some tests import (bench/decode_products.py, matmul_peak.py) set thread counts for their own runs.
+_LOAD_VARIABLES = {name: os.environ.get(name) for name in forkserver.LOAD_VARIABLES}
 
 
 def merged_reports(processes, report_of) -> dict:
@@ -42,6 +47,16 @@ def sigint_as_at_a_terminal() -> None:
 
 
 def pytest_collection_finish(session):
+    """The variables the tests' processes load with, as before collection; the cycle collector tuned."""
+    for name, value in _LOAD_VARIABLES.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _tune_the_cycle_collector()
+
+
+def _tune_the_cycle_collector():
     """Python's cycle collector tuned for a process that traces hundreds of small models.
 
     Tracing allocates millions of short-lived objects, so at the default thresholds a test worker
@@ -119,11 +134,19 @@ def pytest_configure(config):
     report = config.getoption("cpu_report")
     if report and not hasattr(config, "workerinput"):  # the controller starts the file; workers append
         open(report, "w").close()
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput") and _is_this_suite(config):
+        forkserver.start_shared_servers()  # importing while the workers start; they share them
+
+
+def _is_this_suite(config) -> bool:
+    """Whether this is the project's own suite (whose tests start processes), not a run in another folder."""
+    return os.path.samefile(config.rootpath, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cpu_seconds():
+    """(this process', its children's): those it waited for, and those forkserver's servers forked for it."""
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime + forkserver.cpu_seconds()
 
 
 @pytest.hookimpl(hookwrapper=True)

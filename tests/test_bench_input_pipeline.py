@@ -2,8 +2,9 @@
 
 import os
 import re
-import subprocess
 import sys
+
+import forkserver
 
 from t2t_lite import registry
 from t2t_lite.data import datagen
@@ -25,7 +26,7 @@ def generated_data(tmp_path):
 
 
 def bench(data, *flags):
-    result = subprocess.run(
+    result = forkserver.run(
         [sys.executable, SCRIPT, "--hparams_set=transformer_tiny", f"--data_dir={data}", *flags],
         capture_output=True,
         text=True,

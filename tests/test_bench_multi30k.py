@@ -4,8 +4,8 @@ import json
 import os
 import re
 import subprocess
-import sys
 
+import forkserver
 import pytest
 
 from t2t_lite import registry
@@ -42,13 +42,8 @@ def write_corpus(directory, target="de"):
 
 
 def run(corpus, work, **knobs):
-    environment = {
-        **os.environ,
-        "CORPUS": str(corpus),
-        "WORK": str(work),
-        "BIN": os.path.dirname(sys.executable),
-        **knobs,
-    }
+    """bench/multi30k.sh on `corpus`, its tools run by forkserver's stand-ins."""
+    environment = forkserver.bin_directory({**os.environ, "CORPUS": str(corpus), "WORK": str(work), **knobs})
     return subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=600)
 
 

@@ -21,7 +21,8 @@ def test_busy_in_a_process():
 
 
 def test_each_test_gets_its_own_and_its_processes_cpu_and_the_log_sums_them_per_file(tmp_path):
-    shutil.copy(os.path.join(os.path.dirname(__file__), "conftest.py"), tmp_path)
+    for helper in ("conftest.py", "forkserver.py"):
+        shutil.copy(os.path.join(os.path.dirname(__file__), helper), tmp_path)
     (tmp_path / "test_busy.py").write_text(TESTS)
     report = tmp_path / "cpu.jsonl"
     # Two xdist workers, as the suite runs: each appends its own tests' lines to the one file.

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -23,8 +24,8 @@ from t2t_lite.train import distribution
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 
-# The parts run in fresh processes: the CPU must be split into two logical devices before TensorFlow
-# starts. A process pays TensorFlow's import once and may do several parts in turn; each group of
+# The parts run in processes of their own: the CPU must be split into two logical devices before TensorFlow's
+# runtime starts. A process may do several parts in turn; each group of
 # processes is built once per test run (`parts_report`), its processes side by side, and the tests
 # share their reports. Three groups, each for the tests that read it, keep every build short.
 PRELUDE = r"""
@@ -157,18 +158,18 @@ trainer.train_and_evaluate(problem, hparams, data_dir, f"{output_dir}/judged", t
 
 
 # The groups: each a name and its processes, each process the parts it runs in turn. The trainer's run
-# and its side-by-side reference each run alone in a fresh process, side by side.
+# and its side-by-side reference each run alone in a process, side by side.
 ACCUMULATED = ("distribution_accumulated", (("accumulated",), ("side_by_side",)))
 REPLICAS = ("distribution_replicas", (("replicas", "dropout_float16_clip_fit"),))
 JUDGED = ("distribution_judged", (("judged",),))
 
 
 def start_parts(parts, data_dir, output_dir, source_run):
-    """PRELUDE, then PARTS[part] of each of `parts` in turn, in a fresh process with two logical CPU devices."""
+    """PRELUDE, then PARTS[part] of each of `parts` in turn, in a process of its own with two logical CPU devices."""
     script = PRELUDE + "".join(PARTS[part] for part in parts) + '\nprint("REPORT " + json.dumps(report))\n'
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     command = [sys.executable, "-c", script, data_dir, output_dir, source_run]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forkserver.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def report_of(process):

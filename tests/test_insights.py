@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import forkserver
 import numpy as np
 import pytest
 from absl import flags as absl_flags
@@ -224,7 +225,7 @@ def test_cli_mistakes_are_named_before_serving(trained, tmp_path):  # noqa: F811
 def running_tool(trained):  # noqa: F811
     """t2t-insights started as a user starts it, on a free port of 127.0.0.1; yields its URL."""
     _, _, data_dir, output_dir = trained
-    process = subprocess.Popen(
+    process = forkserver.Popen(
         [
             sys.executable,
             os.path.join(REPO, "bin", "t2t-insights"),

@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
 import test_trainer
-from conftest import sigint_as_at_a_terminal
 from test_trainer import SMALL, logged_scalars, train
 
 from t2t_lite.train import checkpoints, interruption
@@ -52,7 +52,7 @@ def start_slow_trainer(data_dir, output_dir):
         "--random_seed=3",
     ]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.Popen(
+    return forkserver.Popen(
         [sys.executable, "-c", SLOW_TRAINER, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
@@ -126,9 +126,7 @@ def test_another_tool_stopped_by_ctrl_c_says_so_in_one_line(tmp_path):
         f"--data_dir={tmp_path / 'data'}",
         f"--tmp_dir={tmp_path / 'tmp'}",
     ]
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_at_a_terminal
-    )
+    process = forkserver.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while process.poll() is None and not list((tmp_path / "data").glob("*incomplete*")) and time.time() < deadline:
         time.sleep(0.01)

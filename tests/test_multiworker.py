@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import test_trainer
@@ -97,7 +98,7 @@ def launch_workers(data_dir, output_dir, train_steps, log_dir, started, extra=()
             "--schedule=train",
             *extra,
         ]
-        process = subprocess.Popen(
+        process = forkserver.Popen(
             command, env=dict(ENV, TF_CONFIG=json.dumps(config)), stdout=log, stderr=subprocess.STDOUT
         )
         process.log = log
@@ -145,11 +146,12 @@ def test_two_workers_train_as_two_replicas_and_resume_after_a_lost_worker(revers
     data_dir, logs = reverse_data, str(tmp_path)
     reference, output_dir = (str(tmp_path / name) for name in ("one_process", "two_workers"))
     one_process_log = open(os.path.join(logs, "one_process.log"), "w+")
-    one_process = subprocess.Popen(
+    one_process = forkserver.Popen(
         [sys.executable, "-c", ONE_PROCESS, data_dir, reference, HPARAMS, str(TRAIN_STEPS), str(SAVE_EVERY)],
         env=ENV,
         stdout=one_process_log,
         stderr=subprocess.STDOUT,
+        like_a_tool=True,
     )
     one_process.log = one_process_log
     started.append(one_process)

@@ -9,11 +9,11 @@ import glob
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
+import forkserver
 from test_multiworker import (
     ENV,
     HPARAMS,
@@ -36,7 +36,7 @@ def test_a_worker_whose_cluster_never_comes_stops_at_the_deadline(reverse_data, 
     data_dir, output_dir = reverse_data, str(tmp_path / "train")
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}  # worker 1 never starts
     started_at = time.time()
-    result = subprocess.run(
+    result = forkserver.run(
         [
             sys.executable,
             os.path.join(REPO, "bin", "t2t-trainer"),

@@ -4,10 +4,10 @@ import gc
 import json
 import os
 import shutil
-import subprocess
 import sys
 import types
 
+import forkserver
 import keras
 import numpy as np
 import pytest
@@ -266,11 +266,11 @@ print("REPORT " + json.dumps(report))
 # The parts of each process. The interrupted run and its resumption, two runs in turn, take the longest; the
 # other parts share out so that no process takes longer (and the uninterrupted run runs beside it).
 def start_two_replicas(parts, marked_data, output_dir):
-    """Starts TWO_REPLICAS' `parts` in a fresh process; its output goes to files (a full pipe would block it)."""
+    """Starts TWO_REPLICAS' `parts` in a process of its own; its output goes to files (a full pipe would block it)."""
     name = parts.replace(",", "_")
     stdout, stderr = (open(os.path.join(output_dir, f"{name}.{suffix}"), "w+") for suffix in ("out", "err"))
     command = [sys.executable, "-c", TWO_REPLICAS, parts, marked_data, output_dir, SMALL + ",tokens_per_step=512"]
-    process = subprocess.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=stdout, stderr=stderr)
+    process = forkserver.Popen(command, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), stdout=stdout, stderr=stderr)
     process.files = stdout, stderr
     return process
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import pytest
 import tensorflow as tf
 
@@ -143,7 +144,7 @@ def trainer_command(data_dir, output_dir, *flags):
 
 
 def start(command):
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return forkserver.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 # t2t-trainer as a user starts it, each update taking half a second longer: a run bound by the clock holds
@@ -200,7 +201,7 @@ def test_a_sigkilled_trainers_directory_resumes_without_clean_up(reverse_data, t
     assert killed.wait(timeout=60) == -signal.SIGKILL
     assert os.path.exists(os.path.join(output_dir, run_lock.LOCK_FILE))  # SIGKILL leaves the lock behind
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    again = forkserver.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"(pid {killed.pid} on host {socket.gethostname()}" in again.stdout
     assert "no longer runs (killed?); taking its lock over" in again.stdout
@@ -211,7 +212,7 @@ def test_a_sigkilled_trainers_directory_resumes_without_clean_up(reverse_data, t
 def test_averaging_into_a_directory_in_use_stops_at_once(tmp_path):
     output_dir = str(tmp_path / "avg")
     with run_lock.directory_lock(output_dir, "t2t-avg-all"):
-        result = subprocess.run(
+        result = forkserver.run(
             [
                 sys.executable,
                 os.path.join(REPO, "bin", "t2t-avg-all"),
@@ -231,7 +232,7 @@ def test_exporting_into_a_directory_in_use_stops_before_loading_anything(tmp_pat
     export_dir, model_dir = str(tmp_path / "export"), str(tmp_path / "train")
     os.makedirs(model_dir)  # no checkpoint or hparams.json: the lock must stop the exporter before it reads them
     with run_lock.directory_lock(export_dir, "t2t-exporter"):
-        result = subprocess.run(
+        result = forkserver.run(
             [
                 sys.executable,
                 os.path.join(REPO, "bin", "t2t-exporter"),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import forkserver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -166,7 +167,7 @@ trainer.train_and_evaluate(registry.problem("algorithmic_reverse"), hparams, dat
 
 def start_training(data_dir, output_dir, kill_in_save=0):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.Popen(
+    return forkserver.Popen(
         [sys.executable, "-c", TRAIN_SCRIPT, data_dir, output_dir, str(kill_in_save)],
         env=env,
         stdout=subprocess.DEVNULL,

@@ -8,10 +8,10 @@ import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
+import forkserver
 import keras
 import numpy as np
 import pytest
@@ -274,7 +274,7 @@ def test_a_checkpoint_deleted_before_its_turn_is_skipped_and_said(run, tmp_path,
 
 
 def translate_all_tool(*argv):
-    return subprocess.run(
+    return forkserver.run(
         [sys.executable, os.path.join(REPO, "bin", "t2t-translate-all"), *argv], capture_output=True, text=True
     )
 
