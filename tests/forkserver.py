@@ -130,16 +130,22 @@ class Popen:
         return how if isinstance(how, int) else how.fileno()
 
     def poll(self):
-        if self.returncode is None and select.select([self._connection], [], [], 0)[0]:
+        if self.returncode is None and self._ended(0):
             self._collect()
         return self.returncode
 
     def wait(self, timeout=None):
         if self.returncode is None:
-            if not select.select([self._connection], [], [], timeout)[0]:
+            if not self._ended(timeout):
                 raise subprocess.TimeoutExpired(self.args, timeout)
             self._collect()
         return self.returncode
+
+    def _ended(self, timeout) -> bool:
+        """Whether the server has written the child's end within `timeout` seconds (None: waits)."""
+        waiting = select.poll()  # not select.select: a test worker's descriptors pass 1024
+        waiting.register(self._connection, select.POLLIN)
+        return bool(waiting.poll(None if timeout is None else timeout * 1000))
 
     def _collect(self):
         global _counted
@@ -167,11 +173,17 @@ class Popen:
             reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if reader.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
+        for output in self._output:
+            if isinstance(output, BaseException):
+                raise output
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return tuple(self._output)
 
     def _read_all(self, index, stream):
-        self._output[index] = stream.read()
+        try:
+            self._output[index] = stream.read()
+        except (OSError, ValueError) as error:  # raised by communicate(), as subprocess would
+            self._output[index] = error
         stream.close()
 
     def send_signal(self, number):
@@ -209,6 +221,7 @@ def bin_directory(env) -> dict:
     shims = os.path.join(_OWN, "bin")
     if not os.path.isdir(shims):
         os.makedirs(shims)
+        atexit.register(_remove_own_directory, os.getpid())
         real = os.path.dirname(sys.executable)
         for name in ["python", *(name for name in os.listdir(real) if name.startswith("t2t-"))]:
             program = None if name == "python" else os.path.join(real, name)
@@ -236,9 +249,10 @@ def attach(program):
     except (OSError, TypeError):  # no server for these settings: the real command
         os.execv(sys.executable, args)
     connection = _request(connection, args, dict(os.environ), os.getcwd(), [0, 1, 2])
+    # Ctrl-C at a terminal reaches the child itself (one process group); a job manager's SIGTERM is passed on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     pid = _PID.unpack(_receive(connection, _PID.size))[0]
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, lambda number, _: os.kill(pid, number))
+    signal.signal(signal.SIGTERM, lambda number, _: os.kill(pid, number))
     code, seconds = _END.unpack(_receive(connection, _END.size))
     with open(os.environ["FORKSERVER_COUNTS"], "a") as counts:
         counts.write(f"{seconds}\n")
@@ -247,6 +261,11 @@ def attach(program):
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def _remove_own_directory(owner):
+    if os.getpid() == owner:  # not in a forked copy of this process
+        shutil.rmtree(_OWN, ignore_errors=True)
 
 
 def _server(values):
@@ -285,6 +304,7 @@ class _Server:
                 stderr=subprocess.STDOUT,
                 cwd=os.path.dirname(name),
             )
+        self._owner = os.getpid()
         atexit.register(self.stop)
 
     def connect(self):
@@ -302,6 +322,8 @@ class _Server:
             raise RuntimeError(f"the fork server at {self.path} did not start:\n{log.read()[-3000:]}")
 
     def stop(self):
+        if os.getpid() != self._owner:  # a forked copy of the process that started it exits
+            return
         if self.process is not None and self.process.poll() is None:
             self.process.stdin.close()
             self.process.wait()
@@ -400,9 +422,10 @@ def _serve(path):
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through wake_read
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the test run's terminal is the tests' to handle
-    children = {}  # pid: the connection that asked for it
+    children, abandoned = {}, set()  # pid: the connection that asked for it; those killed as their test let go
     while True:
-        readable = select.select([listener, wake_read, sys.stdin, *children.values()], [], [])[0]
+        watched = [connection for pid, connection in children.items() if pid not in abandoned]
+        readable = select.select([listener, wake_read, sys.stdin, *watched], [], [])[0]
         if sys.stdin in readable:  # the tests' process has ended: so do its children
             for pid in children:
                 os.kill(pid, signal.SIGKILL)
@@ -410,41 +433,57 @@ def _serve(path):
         if wake_read in readable:
             os.read(wake_read, 4096)
         if listener in readable:
-            connection, _ = listener.accept()
-            header, fds, _, _ = socket.recv_fds(connection, _HEADER.size, 3)
-            try:
-                request = json.loads(_receive(connection, _HEADER.unpack(header)[0]))
-            except (struct.error, ConnectionError, ValueError):  # a client gone before its request was whole
-                for fd in fds:
-                    os.close(fd)
-                connection.close()
-                continue
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                signal.set_wakeup_fd(-1)
-                for descriptor in (listener, connection, *children.values()):
-                    descriptor.close()
-                os.close(wake_read)
-                os.close(wake_write)
-                return request, fds
-            for fd in fds:
-                os.close(fd)
-            connection.sendall(_PID.pack(pid))
-            children[pid] = connection
-        for pid, connection in list(children.items()):
-            if connection in readable:  # the test let go of it while it ran
+            child = _fork_for(listener.accept()[0], listener, children, wake_read, wake_write)
+            if child is not None:
+                return child
+        for pid, connection in children.items():
+            if connection in readable and pid not in abandoned:  # the test let go of it while it ran
                 os.kill(pid, signal.SIGKILL)
-        _reap(children)
+                abandoned.add(pid)
+        _reap(children, abandoned)
 
 
-def _reap(children):
+def _fork_for(connection, listener, children, wake_read, wake_write):
+    """Forks a child for the request on `connection`; in the child, (its request, its stream descriptors)."""
+    connection.settimeout(10)  # a client that stalls mid-request must not stall the server
+    fds = []
+    try:
+        header, fds, _, _ = socket.recv_fds(connection, _HEADER.size, 3)
+        request = json.loads(_receive(connection, _HEADER.unpack(header)[0]))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+    except (OSError, struct.error, ValueError):  # a client gone before its request was whole; no fork
+        for fd in fds:
+            os.close(fd)
+        connection.close()
+        return None
+    if pid == 0:
+        signal.set_wakeup_fd(-1)
+        for descriptor in (listener, connection, *children.values()):
+            descriptor.close()
+        os.close(wake_read)
+        os.close(wake_write)
+        return request, fds
+    for fd in fds:
+        os.close(fd)
+    children[pid] = connection
+    try:
+        connection.sendall(_PID.pack(pid))
+    except OSError:  # the test is gone: so is its child, reaped as the others
+        os.kill(pid, signal.SIGKILL)
+    return None
+
+
+def _reap(children, abandoned):
     while children:
         pid, status, usage = os.wait4(-1, os.WNOHANG)
         if pid == 0:
             return
-        connection = children.pop(pid)
+        abandoned.discard(pid)
+        connection = children.pop(pid, None)
+        if connection is None:
+            continue
         try:
             connection.sendall(_END.pack(os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime))
         except OSError:
@@ -464,7 +503,9 @@ def _become(request, fds, loading_tensorflow):
     for fd in set(fds) - {0, 1, 2}:
         os.close(fd)
     os.chdir(request["cwd"])
-    loaded_with = {name: os.environ.get(name) for name in LOAD_VARIABLES}
+    # Python reads PYTHONHASHSEED and PYTHONPATH as it starts: a script that changes them later changes nothing.
+    at_start = ("PYTHONHASHSEED", "PYTHONPATH")
+    loaded_with = {name: os.environ.get(name) for name in LOAD_VARIABLES if name not in at_start}
     os.environ.clear()
     os.environ.update(request["env"])
     for number in (signal.SIGCHLD, signal.SIGTERM):
@@ -479,19 +520,25 @@ def _become(request, fds, loading_tensorflow):
 def _watch_for_tensorflow(loading_tensorflow, loaded_with, request):
     """At the script's first import that loads TensorFlow in a fresh interpreter, a fresh interpreter if the
     environment no longer holds the values TensorFlow loaded with here."""
-    original = builtins.__import__
+    original, original_import_module = builtins.__import__, importlib.import_module
 
-    def watched(name, globals=None, locals=None, fromlist=(), level=0):
-        names = _names(name, globals, fromlist, level)
+    def check(names):
         if names & loading_tensorflow or any(module.partition(".")[0] in LOADS_TENSORFLOW for module in names):
-            builtins.__import__ = original
+            builtins.__import__, importlib.import_module = original, original_import_module
             if any(os.environ.get(variable) != value for variable, value in loaded_with.items()):
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os.execve(sys.executable, request["args"], request["env"])
+
+    def watched(name, globals=None, locals=None, fromlist=(), level=0):
+        check(_names(name, globals, fromlist, level))
         return original(name, globals, locals, fromlist, level)
 
-    builtins.__import__ = watched
+    def watched_import_module(name, package=None):  # what t2t_lite's registry loads its built-ins with
+        check(_names(name if not name.startswith(".") else importlib.util.resolve_name(name, package), None, (), 0))
+        return original_import_module(name, package)
+
+    builtins.__import__, importlib.import_module = watched, watched_import_module
 
 
 def _run(args):

@@ -74,6 +74,15 @@ def test_signals_reach_the_script_and_a_killed_child_reports_the_signal(tmp_path
     assert process.poll() == -signal.SIGKILL
 
 
+def test_a_client_gone_before_its_request_was_whole_leaves_the_server_serving():
+    server = forkserver._server(forkserver.load_values([sys.executable, "-c"], os.environ))
+    for sent in (b"", b"\x00\x00"):  # nothing; half of a request's header
+        with server.connect() as connection:
+            connection.sendall(sent)
+    result = forkserver.run([sys.executable, "-c", "print('served')"], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "served\n")
+
+
 def test_a_timeout_kills_the_child_and_raises_as_subprocess_does():
     started = time.time()
     try:
@@ -88,8 +97,11 @@ def test_a_timeout_kills_the_child_and_raises_as_subprocess_does():
 TENSORFLOW_KERNELS = textwrap.dedent(
     """
     import os, sys
-    if sys.argv[1] == "before":
+    if sys.argv[1].startswith("before"):
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # as t2t_lite's tools do, before TensorFlow loads
+    if sys.argv[1] == "before the registry":
+        from t2t_lite import registry
+        registry.hparams("transformer_tiny")  # loads TensorFlow through importlib.import_module
     from t2t_lite.train import trainer  # loads TensorFlow
     if sys.argv[1] == "after":
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"  # too late to matter, in a fresh interpreter too
@@ -106,13 +118,13 @@ def test_tensorflow_loads_with_the_settings_a_fresh_python_would_have_used():
 
     env = {name: value for name, value in os.environ.items() if name != "TF_ENABLE_ONEDNN_OPTS"}
     kernels = {}
-    for when in ("before", "after"):
+    for when in ("before", "before the registry", "after"):
         result = forkserver.run(
             [sys.executable, "-c", TENSORFLOW_KERNELS, when], env=env, capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr[-3000:]
         kernels[when] = result.stdout.split()[0]
-    assert kernels["before"] == "True"
+    assert kernels["before"] == kernels["before the registry"] == "True"
     if "TF_ENABLE_ONEDNN_OPTS" not in os.environ:  # then this process loaded TensorFlow without it too
         assert kernels["after"] == str(_pywrap_util_port.IsMklEnabled())
 
