@@ -1,7 +1,7 @@
 """Processes for tests that start tools and scripts, forked from a Python that has already imported TensorFlow.
 
-A test that starts `python -c SCRIPT` or `python bin/t2t-trainer ...` pays TensorFlow's import (about 6 core-s on a
-CI core) before the process does any of the work the test is about, and the suite starts dozens of them. A server
+A test that starts `python -c SCRIPT` or `python bin/t2t-trainer ...` pays TensorFlow's import (seconds of CPU)
+before the process does any of the work the test is about, and the suite starts dozens of them. A server
 imports TensorFlow, Keras and t2t_lite's library once, starts nothing of TensorFlow's runtime (no device, no thread
 pool: so forking it is safe), and forks a child per request. The child takes the request's arguments, environment,
 working directory and standard streams, and runs the script as `python` would, to the exit status `python` would
