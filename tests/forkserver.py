@@ -58,6 +58,9 @@ _HEADER = struct.Struct("!Q")  # the length of a request's JSON
 _PID = struct.Struct("!q")
 _END = struct.Struct("!qd")  # the exit status as Popen gives it, the child's CPU seconds
 
+# -- The test's side ------------------------------------------------------------------------------------------
+
+
 _servers = {}  # LOAD_VARIABLES' values: the server for them
 _counted = 0.0  # CPU seconds of the children this process waited for
 _OWN = os.path.join(tempfile.gettempdir(), f"forkserver-{os.getpid()}")  # this process' servers, stand-ins, counts
@@ -79,9 +82,6 @@ def start_shared_servers():
     os.environ["FORKSERVER_DIRECTORY"] = _OWN
     for like_a_tool in (False, True):
         _server(load_values([sys.executable, "-c"], os.environ, like_a_tool))
-
-
-# -- The test's side ------------------------------------------------------------------------------------------
 
 
 def load_values(args, env, like_a_tool=False) -> tuple:
