@@ -25,7 +25,7 @@ from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import beam_search, inference
 from t2t_lite.hparam import HParamsError
-from t2t_lite.serve import export
+from t2t_lite.serve import export, xla_buckets
 from t2t_lite.train import checkpoints, model_info
 
 WORDS = (
@@ -337,15 +337,20 @@ def test_layout_assets_and_variables(setup):
     assert os.path.getsize(os.path.join(version_dir, "saved_model.pb")) < 3_000_000
 
 
-def test_text_and_ids_signatures_share_one_traced_search(setup):
-    """serving_default and translate_ids call one beam search function; translate_prefix and sample have
-    their own (forced prefixes, sampling): three searches' loop bodies in the export, not four."""
+def function_library(version_dir):
+    """name -> FunctionDef of every function in an export's graph, read from saved_model.pb."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved = saved_model_pb2.SavedModel()
-    with open(os.path.join(setup["version_dir"], "saved_model.pb"), "rb") as file:
+    with open(os.path.join(version_dir, "saved_model.pb"), "rb") as file:
         saved.ParseFromString(file.read())
-    library = {function.signature.name: function for function in saved.meta_graphs[0].graph_def.library.function}
+    return {function.signature.name: function for function in saved.meta_graphs[0].graph_def.library.function}
+
+
+def test_text_and_ids_signatures_share_one_traced_search(setup):
+    """serving_default and translate_ids call one beam search function; translate_prefix and sample have
+    their own (forced prefixes, sampling): three searches' loop bodies in the export, not four."""
+    library = function_library(setup["version_dir"])
 
     def called(name):  # the functions a function's graph calls, directly or through the ones it calls
         found = set()
@@ -384,6 +389,14 @@ def loaded_export(request, setup):
     return (
         tf.saved_model.load(setup["version_dir"]) if request.param == "plain" else request.getfixturevalue("xla_loaded")
     )
+
+
+def test_xla_export_holds_one_compiled_search_per_length_bucket(xla_version_dir):
+    """The search is traced with each length bucket and the batch left unknown; XLA compiles it for each batch
+    bucket when it is called: one XLA function per length in the graph, not one per bucket shape (six here)."""
+    library = function_library(xla_version_dir)
+    compiled = [name for name, function in library.items() if function.attr["_XlaMustCompile"].b]
+    assert len(compiled) == len(xla_buckets.length_buckets(DECODE["max_input_length"])) == 1
 
 
 def test_xla_export_records_its_buckets(xla_version_dir):

@@ -24,30 +24,50 @@ def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_
     assert len(xla_buckets.bucket_shapes(256)) == 9 * len(xla_buckets.BATCH_BUCKETS)
 
 
-def row_function(seen_shapes):
-    """A stand-in for the compiled search that records its input shapes; each row's result depends on that
-    row alone (ids: the row doubled, beam 2; score: the row's sum), as the beam search's does."""
+def row_function(traced_shapes, called_shapes):
+    """A stand-in for the compiled search that records the input shapes it is traced with and called with; each
+    row's result depends on that row alone (ids: the row doubled, beam 2; score: the row's sum), as the beam
+    search's does."""
+
+    def record_call(shape):
+        called_shapes.append(tuple(shape.numpy()))
+        return shape
 
     def decode_fn(batch):
-        seen_shapes.add(tuple(batch.shape))
-        sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
+        traced_shapes.add(tuple(batch.shape))
+        shape = tf.py_function(record_call, [tf.shape(batch)], tf.int32)
+        with tf.control_dependencies([shape]):
+            sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
         return tf.stack([batch * 2, batch * 3], axis=1), tf.stack([sums, -sums], axis=1)
 
     return decode_fn
 
 
+def bucket_calls(rows, length, max_input_length):
+    """The shapes the search must be called with: chunks of at most 64 rows, each in the smallest batch bucket
+    that holds it, all in the smallest length bucket that holds `length`."""
+    bucket_length = min(bucket for bucket in xla_buckets.length_buckets(max_input_length) if bucket >= length)
+    chunks = [min(64, rows - start) for start in range(0, rows, 64)]
+    return [(min(size for size in xla_buckets.BATCH_BUCKETS if size >= chunk), bucket_length) for chunk in chunks]
+
+
 @pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
 def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, length):
     max_input_length, output_length = 40, 48
-    seen_shapes = set()
+    traced_shapes, called_shapes = set(), []
     inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
     decode = tf.function(
-        lambda batch: xla_buckets.decode_in_buckets(row_function(seen_shapes), batch, max_input_length, output_length)
+        lambda batch: xla_buckets.decode_in_buckets(
+            row_function(traced_shapes, called_shapes), batch, max_input_length, output_length
+        )
     )
     ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
     expected = np.zeros((rows, output_length), np.int32)
     expected[:, :length] = inputs * 2
     np.testing.assert_array_equal(ids.numpy(), expected)
     np.testing.assert_array_equal(scores.numpy(), inputs.sum(axis=1))
-    # Every branch is traced once at its bucket shape, and no other shape reaches the search.
-    assert seen_shapes == set(xla_buckets.bucket_shapes(max_input_length))
+    # The search is traced with each length bucket and its batch left unknown (so one trace per length serves
+    # every batch bucket); each chunk reaches it padded to its bucket's shape, and no other shape does.
+    assert traced_shapes == {(None, length) for length in xla_buckets.length_buckets(max_input_length)}
+    assert called_shapes == bucket_calls(rows, length, max_input_length)
+    assert set(called_shapes) <= set(xla_buckets.bucket_shapes(max_input_length))

@@ -27,7 +27,8 @@ def bfloat16_matmul(x, weights, transpose_weights=False):
     if keras.backend.backend() == "tensorflow" and compiled_by_xla():
         import tensorflow as tf
 
-        rows = tf.reshape(rounded, [-1, rounded.shape[-1]])
+        # k from the weights: a trace with an unknown batch may leave x's last dimension unknown too.
+        rows = tf.reshape(rounded, [-1, weights.shape[-1 if transpose_weights else 0]])
         products = tf.matmul(rows, ops.cast(weights, "bfloat16"), transpose_b=transpose_weights, output_type=tf.float32)
         leading = [size if size is not None else tf.shape(x)[axis] for axis, size in enumerate(x.shape[:-1])]
         return tf.reshape(products, leading + [products.shape[-1]])

@@ -20,6 +20,10 @@ for that shape:
     A request of more than 64 sentences is decoded in chunks of 64 (and a last, smaller
     chunk), in the same call; nothing is refused.
 
+The search is traced once per length bucket, with its batch dimension unknown, and XLA
+compiles that one graph for each batch bucket at the bucket's first call (the export's
+warm-up): the SavedModel holds one search per length bucket, not one per shape.
+
 Padding rows and columns change no sentence's result (`beam_search.decode` gives every row
 its own length limit), so a sentence translates the same in any bucket, and the same as
 `t2t-decoder --decode_hparams=xla=true`, which pads to a multiple of 16 positions and to
@@ -68,7 +72,9 @@ def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: i
         def run(chunk):
             rows = tf.shape(chunk)[0]
             padded = tf.pad(chunk, [[0, batch - rows], [0, length - tf.shape(chunk)[1]]])
-            ids, scores = decode_fn(tf.reshape(padded, [batch, length]))
+            # The batch dimension stays unknown to the trace: one graph per length bucket serves every batch
+            # bucket, and XLA compiles it for each bucket's shape at that shape's first call.
+            ids, scores = decode_fn(tf.reshape(padded, [-1, length]))
             ids = tf.pad(ids[:, 0], [[0, 0], [0, output_length - ids.shape[-1]]])
             return ids[:rows], scores[:rows, 0]
 
