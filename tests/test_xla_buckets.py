@@ -24,20 +24,30 @@ def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_
     assert len(xla_buckets.bucket_shapes(256)) == 9 * len(xla_buckets.BATCH_BUCKETS)
 
 
-def row_function(traced_shapes, called_shapes):
+class CallLog:
+    """The shapes a traced function is called with, written by its graph into variables as it runs."""
+
+    def __init__(self, capacity=8):
+        self.shapes = tf.Variable(tf.zeros([capacity, 2], tf.int32))
+        self.count = tf.Variable(0)
+
+    def record(self, batch):
+        self.shapes.scatter_nd_update([[self.count]], [tf.shape(batch)])
+        self.count.assign_add(1)
+
+    def calls(self):
+        return [tuple(shape) for shape in self.shapes.numpy()[: int(self.count.numpy())].tolist()]
+
+
+def row_function(traced_shapes, call_log):
     """A stand-in for the compiled search that records the input shapes it is traced with and called with; each
     row's result depends on that row alone (ids: the row doubled, beam 2; score: the row's sum), as the beam
     search's does."""
 
-    def record_call(shape):
-        called_shapes.append(tuple(shape.numpy()))
-        return shape
-
     def decode_fn(batch):
         traced_shapes.add(tuple(batch.shape))
-        shape = tf.py_function(record_call, [tf.shape(batch)], tf.int32)
-        with tf.control_dependencies([shape]):
-            sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
+        call_log.record(batch)
+        sums = tf.cast(tf.reduce_sum(batch, 1), tf.float32)
         return tf.stack([batch * 2, batch * 3], axis=1), tf.stack([sums, -sums], axis=1)
 
     return decode_fn
@@ -54,11 +64,11 @@ def bucket_calls(rows, length, max_input_length):
 @pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
 def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, length):
     max_input_length, output_length = 40, 48
-    traced_shapes, called_shapes = set(), []
+    traced_shapes, call_log = set(), CallLog()
     inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
     decode = tf.function(
         lambda batch: xla_buckets.decode_in_buckets(
-            row_function(traced_shapes, called_shapes), batch, max_input_length, output_length
+            row_function(traced_shapes, call_log), batch, max_input_length, output_length
         )
     )
     ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
@@ -69,5 +79,5 @@ def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, lengt
     # The search is traced with each length bucket and its batch left unknown (so one trace per length serves
     # every batch bucket); each chunk reaches it padded to its bucket's shape, and no other shape does.
     assert traced_shapes == {(None, length) for length in xla_buckets.length_buckets(max_input_length)}
-    assert called_shapes == bucket_calls(rows, length, max_input_length)
-    assert set(called_shapes) <= set(xla_buckets.bucket_shapes(max_input_length))
+    assert call_log.calls() == bucket_calls(rows, length, max_input_length)
+    assert set(call_log.calls()) <= set(xla_buckets.bucket_shapes(max_input_length))
