@@ -38,6 +38,9 @@ class CallLog:
     def calls(self):
         return [tuple(shape) for shape in self.shapes.numpy()[: int(self.count.numpy())].tolist()]
 
+    def clear(self):
+        self.count.assign(0)
+
 
 def row_function(traced_shapes, call_log):
     """A stand-in for the compiled search that records the input shapes it is traced with and called with; each
@@ -61,23 +64,36 @@ def bucket_calls(rows, length, max_input_length):
     return [(min(size for size in xla_buckets.BATCH_BUCKETS if size >= chunk), bucket_length) for chunk in chunks]
 
 
-@pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
-def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(rows, length):
-    max_input_length, output_length = 40, 48
+MAX_INPUT_LENGTH, OUTPUT_LENGTH = 40, 48
+
+
+@pytest.fixture(scope="module")
+def bucketed():
+    """(decode_in_buckets around the stand-in, traced once for inputs of any shape as the export's signatures
+    are; the shapes the stand-in was traced with; its CallLog)."""
     traced_shapes, call_log = set(), CallLog()
-    inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
     decode = tf.function(
         lambda batch: xla_buckets.decode_in_buckets(
-            row_function(traced_shapes, call_log), batch, max_input_length, output_length
-        )
+            row_function(traced_shapes, call_log), batch, MAX_INPUT_LENGTH, OUTPUT_LENGTH
+        ),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
+    decode.get_concrete_function()
+    return decode, traced_shapes, call_log
+
+
+@pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
+def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(bucketed, rows, length):
+    decode, traced_shapes, call_log = bucketed
+    call_log.clear()
+    inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
     ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
-    expected = np.zeros((rows, output_length), np.int32)
+    expected = np.zeros((rows, OUTPUT_LENGTH), np.int32)
     expected[:, :length] = inputs * 2
     np.testing.assert_array_equal(ids.numpy(), expected)
     np.testing.assert_array_equal(scores.numpy(), inputs.sum(axis=1))
     # The search is traced with each length bucket and its batch left unknown (so one trace per length serves
     # every batch bucket); each chunk reaches it padded to its bucket's shape, and no other shape does.
-    assert traced_shapes == {(None, length) for length in xla_buckets.length_buckets(max_input_length)}
-    assert call_log.calls() == bucket_calls(rows, length, max_input_length)
-    assert set(call_log.calls()) <= set(xla_buckets.bucket_shapes(max_input_length))
+    assert traced_shapes == {(None, length) for length in xla_buckets.length_buckets(MAX_INPUT_LENGTH)}
+    assert call_log.calls() == bucket_calls(rows, length, MAX_INPUT_LENGTH)
+    assert set(call_log.calls()) <= set(xla_buckets.bucket_shapes(MAX_INPUT_LENGTH))
