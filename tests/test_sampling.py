@@ -100,6 +100,9 @@ def test_a_seed_fixes_the_samples_and_another_seed_draws_others(trained):  # noq
     assert all(len(hypotheses) == 3 for hypotheses in first)
     assert any(len(set(hypotheses)) > 1 for hypotheses in first)  # the three samples of a line differ
     assert samples(1) == first and samples(2) != first
+    # The seed and the sample's index are arguments of the traced search: nine draws, one trace.
+    (search,) = [function for key, function in beam_search._COMPILED[model].items() if key[6] == Sampling(1.5)]
+    assert search.experimental_get_tracing_count() == 1
 
 
 def teacher_forced_log_probability(model, inputs, ids, extra_length):

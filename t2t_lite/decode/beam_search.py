@@ -334,12 +334,14 @@ def decode_batch(
     input shape: the same results, and the ids lose their all-zero trailing columns.
     `prefixes` (int32 [batch, P], 0-padded) are target prefixes, as in `decode`.
     """
-    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, sampling, prefixes is not None)
+    # A sample's seed and index are arguments of the traced search: num_samples draws, or another seed, reuse it.
+    unseeded = None if sampling is None else sampling.unseeded()
+    settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, unseeded, prefixes is not None)
     compiled = _COMPILED.setdefault(model, {})
     if settings not in compiled:
         model_ref = weakref.ref(model)  # a strong reference here would keep the model in _COMPILED forever
 
-        def decode_inputs(batch, prefixes=None):
+        def decode_inputs(batch, seed_and_sample, prefixes=None):
             return decode(
                 model_ref(),
                 batch,
@@ -349,7 +351,7 @@ def decode_batch(
                 use_cache=use_cache,
                 eos_id=eos_id,
                 static_shapes=xla,
-                sampling=sampling,
+                sampling=None if unseeded is None else unseeded.seeded(seed_and_sample),
                 prefixes=prefixes,
             )
 
@@ -357,9 +359,11 @@ def decode_batch(
         if xla:  # static shapes: one trace and compilation per input shape
             compiled[settings] = tf.function(decode_inputs, jit_compile=True, reduce_retracing=False, autograph=False)
         else:
-            spec = [tf.TensorSpec([None, None], tf.int32)] * (1 + (prefixes is not None))
+            ids_spec = tf.TensorSpec([None, None], tf.int32)
+            spec = [ids_spec, tf.TensorSpec([2], tf.int32)] + [ids_spec] * (prefixes is not None)
             compiled[settings] = tf.function(decode_inputs, input_signature=spec, autograph=False)
-    arguments = [inputs] if prefixes is None else [inputs, prefixes]
+    seed_and_sample = (sampling or sampling_lib.Sampling()).seed_and_sample()
+    arguments = [inputs, seed_and_sample] + ([] if prefixes is None else [prefixes])
     ids, scores = compiled[settings](*(tf.convert_to_tensor(argument, tf.int32) for argument in arguments))
     ids, scores = ids.numpy(), scores.numpy()
     if xla:

@@ -22,12 +22,28 @@ _SAMPLE_STRIDE = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """How `greedy_search` picks tokens when it samples (one settings tuple: traced once per value)."""
+    """How `greedy_search` picks tokens when it samples.
+
+    `temperature` and `keep_top_k` shape the traced graph; `seed` and `sample` may be int32 tensors, so that a
+    traced search takes them as arguments and one trace serves every seed and sample (`seeded`).
+    """
 
     temperature: float = 1.0  # T: 0 is argmax; above 1 flatter, below 1 sharper than the model.
     keep_top_k: int = 0  # Draw among the k most probable tokens only; 0 = all of them.
     seed: int = 0  # With `sample`, fixes every draw.
     sample: int = 0  # Which of several samples per input this is.
+
+    def unseeded(self) -> "Sampling":
+        """What a traced search depends on: these settings without their seed and sample index."""
+        return dataclasses.replace(self, seed=0, sample=0)
+
+    def seed_and_sample(self):
+        """int32 [2]: the seed and the sample's index, the arguments `seeded` takes."""
+        return tf.constant([self.seed, self.sample], tf.int32)
+
+    def seeded(self, seed_and_sample) -> "Sampling":
+        """These settings drawing with the seed and sample index of an int32 [2] tensor."""
+        return dataclasses.replace(self, seed=seed_and_sample[0], sample=seed_and_sample[1])
 
     def choose(self, step_log_probs, step):
         """int32 [batch] tokens for float32 [batch, vocab] log-probabilities at decoding step `step`."""
@@ -37,5 +53,6 @@ class Sampling:
         if self.keep_top_k > 0:
             kth_best = tf.math.top_k(logits, k=self.keep_top_k).values[:, -1:]
             logits = tf.where(logits < kth_best, -float("inf"), logits)
-        seed = tf.stack([tf.constant(self.seed, tf.int32), self.sample * _SAMPLE_STRIDE + tf.cast(step, tf.int32)])
+        sample = tf.cast(self.sample, tf.int32)
+        seed = tf.stack([tf.cast(self.seed, tf.int32), sample * _SAMPLE_STRIDE + tf.cast(step, tf.int32)])
         return tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
