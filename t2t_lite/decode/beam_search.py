@@ -327,6 +327,9 @@ def decode_batch(
 ):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
+    A sample's seed and index are not settings but arguments of the traced search: every seed and
+    sample of one `sampling` setting shares a trace.
+
     Returns (ids [batch, length], scores [batch]) for the best hypothesis, or all beams
     ([batch, beam, length], [batch, beam]) with return_beams=True. Ids end with EOS (1)
     unless the length limit was reached, and are 0-padded; `Vocabulary.decode` reads them.
