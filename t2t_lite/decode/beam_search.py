@@ -337,7 +337,6 @@ def decode_batch(
     input shape: the same results, and the ids lose their all-zero trailing columns.
     `prefixes` (int32 [batch, P], 0-padded) are target prefixes, as in `decode`.
     """
-    # A sample's seed and index are arguments of the traced search: num_samples draws, or another seed, reuse it.
     unseeded = None if sampling is None else sampling.unseeded()
     settings = (beam_size, float(alpha), extra_length, use_cache, eos_id, xla, unseeded, prefixes is not None)
     compiled = _COMPILED.setdefault(model, {})

@@ -57,8 +57,10 @@ def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: i
     """Runs `decode_fn` on `inputs` padded to bucket shapes; returns (ids [batch, output_length], scores [batch]).
 
     Args:
-      decode_fn: `(ids int32 [B, L] of a static bucket shape) -> (ids [B, beam, L'], scores [B, beam])`,
-        XLA-compiled; L' ≤ output_length. Called once per bucket when traced.
+      decode_fn: `(ids int32 [B, L]) -> (ids [B, beam, L'], scores [B, beam])`, XLA-compiled; L is a
+        length bucket, static in the trace, and B a batch bucket at run time, unknown to the trace;
+        L' ≤ output_length. Called once per bucket shape when traced, with [None, L]: a tf.function
+        traces it once per length bucket.
       inputs: int32 [batch, length], 0-padded, length ≤ max_input_length; batch may be 0.
       max_input_length: the longest input, EOS included (sets the length buckets).
       output_length: the width the ids of every bucket are padded to (the longest L').
