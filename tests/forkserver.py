@@ -108,10 +108,12 @@ class Popen:
         self._theirs = []  # the child's ends of pipes and /dev/null, closed here once sent
         fds = [self._stream(stdin, 0, text), self._stream(stdout, 1, text)]
         fds.append(fds[1] if stderr == subprocess.STDOUT else self._stream(stderr, 2, text))
-        server = _server(load_values(args, env, like_a_tool))
-        self._connection = _request(server.connect(), args, env, os.fspath(cwd or os.getcwd()), fds)
-        for fd in self._theirs:
-            os.close(fd)
+        try:
+            server = _server(load_values(args, env, like_a_tool))
+            self._connection = _request(server.connect(), args, env, os.fspath(cwd or os.getcwd()), fds)
+        finally:  # sent or not, the child's ends are no longer this process's to hold
+            for fd in self._theirs:
+                os.close(fd)
         self.pid = _PID.unpack(_receive(self._connection, _PID.size))[0]
 
     def _stream(self, how, number, text):

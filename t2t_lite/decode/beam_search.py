@@ -327,8 +327,7 @@ def decode_batch(
 ):
     """`decode` compiled into one tf.function (traced once per model and settings), as numpy.
 
-    A sample's seed and index are not settings but arguments of the traced search: every seed and
-    sample of one `sampling` setting shares a trace.
+    A sample's seed and index are arguments of the traced search, not settings: they share its trace.
 
     Returns (ids [batch, length], scores [batch]) for the best hypothesis, or all beams
     ([batch, beam, length], [batch, beam]) with return_beams=True. Ids end with EOS (1)
@@ -364,7 +363,7 @@ def decode_batch(
             ids_spec = tf.TensorSpec([None, None], tf.int32)
             spec = [ids_spec, tf.TensorSpec([2], tf.int32)] + [ids_spec] * (prefixes is not None)
             compiled[settings] = tf.function(decode_inputs, input_signature=spec, autograph=False)
-    seed_and_sample = (sampling or sampling_lib.Sampling()).seed_and_sample()
+    seed_and_sample = [sampling.seed, sampling.sample] if sampling else [0, 0]
     arguments = [inputs, seed_and_sample] + ([] if prefixes is None else [prefixes])
     ids, scores = compiled[settings](*(tf.convert_to_tensor(argument, tf.int32) for argument in arguments))
     ids, scores = ids.numpy(), scores.numpy()

@@ -37,10 +37,6 @@ class Sampling:
         """What a traced search depends on: these settings without their seed and sample index."""
         return dataclasses.replace(self, seed=0, sample=0)
 
-    def seed_and_sample(self):
-        """int32 [2]: the seed and the sample's index, the arguments `seeded` takes."""
-        return tf.constant([self.seed, self.sample], tf.int32)
-
     def seeded(self, seed_and_sample) -> "Sampling":
         """These settings drawing with the seed and sample index of an int32 [2] tensor."""
         return dataclasses.replace(self, seed=seed_and_sample[0], sample=seed_and_sample[1])
