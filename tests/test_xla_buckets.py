@@ -21,7 +21,21 @@ def test_length_buckets_step_by_1_5_and_4_3_from_16_and_end_at_max_input_length_
         assert list(buckets) == sorted(set(buckets)) and buckets[0] == 16
         # Less than a third of a bucket is padding for the inputs it is chosen for (one past the bucket below).
         assert all(3 * (later - earlier - 1) < later for earlier, later in zip(buckets, buckets[1:]))
-    assert len(xla_buckets.bucket_shapes(256)) == 9 * len(xla_buckets.BATCH_BUCKETS)
+    assert len(xla_buckets.bucket_shapes(256, 64)) == 9 * 6
+
+
+def test_batch_buckets_double_from_8_and_end_at_max_batch_size():
+    assert xla_buckets.batch_buckets(64) == (1, 4, 8, 16, 32, 64)  # the default
+    assert xla_buckets.batch_buckets(16) == (1, 4, 8, 16)
+    assert xla_buckets.batch_buckets(100) == (1, 4, 8, 16, 32, 64, 100)
+    assert xla_buckets.batch_buckets(6) == (1, 4, 6)
+    assert xla_buckets.batch_buckets(4) == (1, 4)
+    assert xla_buckets.batch_buckets(1) == (1,)
+    for max_batch_size in range(1, 300):
+        buckets = xla_buckets.batch_buckets(max_batch_size)
+        assert list(buckets) == sorted(set(buckets)) and buckets[0] == 1 and buckets[-1] == max_batch_size
+        # From 4 sentences on, at most half of a bucket is padding for the batches it is chosen for.
+        assert all(later <= 2 * earlier for earlier, later in zip(buckets[1:], buckets[2:]))
 
 
 class CallLog:
@@ -56,35 +70,36 @@ def row_function(traced_shapes, call_log):
     return decode_fn
 
 
-def bucket_calls(rows, length, max_input_length):
-    """The shapes the search must be called with: chunks of at most 64 rows, each in the smallest batch bucket
-    that holds it, all in the smallest length bucket that holds `length`."""
+def bucket_calls(rows, length, max_input_length, max_batch_size):
+    """The shapes the search must be called with: chunks of at most max_batch_size rows, each in the smallest
+    batch bucket that holds it, all in the smallest length bucket that holds `length`."""
     bucket_length = min(bucket for bucket in xla_buckets.length_buckets(max_input_length) if bucket >= length)
-    chunks = [min(64, rows - start) for start in range(0, rows, 64)]
-    return [(min(size for size in xla_buckets.BATCH_BUCKETS if size >= chunk), bucket_length) for chunk in chunks]
+    batch_buckets = [size for size in (1, 4, 8, 16, 32, 64) if size < max_batch_size] + [max_batch_size]
+    chunks = [min(max_batch_size, rows - start) for start in range(0, rows, max_batch_size)]
+    return [(min(size for size in batch_buckets if size >= chunk), bucket_length) for chunk in chunks]
 
 
 MAX_INPUT_LENGTH, OUTPUT_LENGTH = 40, 48
 
 
-@pytest.fixture(scope="module")
-def bucketed():
+@pytest.fixture(scope="module", params=[64, 6], ids=["max_batch_size=64", "max_batch_size=6"])
+def bucketed(request):
     """(decode_in_buckets around the stand-in, traced once for inputs of any shape as the export's signatures
-    are; the shapes the stand-in was traced with; its CallLog)."""
-    traced_shapes, call_log = set(), CallLog()
+    are; the shapes the stand-in was traced with; its CallLog; max_batch_size)."""
+    traced_shapes, call_log, max_batch_size = set(), CallLog(capacity=32), request.param
     decode = tf.function(
         lambda batch: xla_buckets.decode_in_buckets(
-            row_function(traced_shapes, call_log), batch, MAX_INPUT_LENGTH, OUTPUT_LENGTH
+            row_function(traced_shapes, call_log), batch, MAX_INPUT_LENGTH, OUTPUT_LENGTH, max_batch_size
         ),
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
     decode.get_concrete_function()
-    return decode, traced_shapes, call_log
+    return decode, traced_shapes, call_log, max_batch_size
 
 
 @pytest.mark.parametrize("rows,length", [(0, 0), (0, 7), (1, 3), (3, 16), (5, 17), (64, 30), (65, 2), (150, 40)])
 def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(bucketed, rows, length):
-    decode, traced_shapes, call_log = bucketed
+    decode, traced_shapes, call_log, max_batch_size = bucketed
     call_log.clear()
     inputs = np.random.default_rng(rows).integers(1, 9, size=(rows, length)).astype(np.int32)
     ids, scores = decode(tf.constant(inputs, shape=(rows, length)))
@@ -95,5 +110,5 @@ def test_padding_chunking_and_unpadding_keep_each_row_its_own_result(bucketed, r
     # The search is traced with each length bucket and its batch left unknown (so one trace per length serves
     # every batch bucket); each chunk reaches it padded to its bucket's shape, and no other shape does.
     assert traced_shapes == {(None, length) for length in xla_buckets.length_buckets(MAX_INPUT_LENGTH)}
-    assert call_log.calls() == bucket_calls(rows, length, MAX_INPUT_LENGTH)
-    assert set(call_log.calls()) <= set(xla_buckets.bucket_shapes(MAX_INPUT_LENGTH))
+    assert call_log.calls() == bucket_calls(rows, length, MAX_INPUT_LENGTH, max_batch_size)
+    assert set(call_log.calls()) <= set(xla_buckets.bucket_shapes(MAX_INPUT_LENGTH, max_batch_size))

@@ -6,7 +6,8 @@
 writes $TRAIN_DIR/export/<step of the latest checkpoint>/ (or of --checkpoint_path), the
 layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true` in
 --decode_hparams exports the XLA-compiled beam search over fixed length and batch buckets
-(TF Serving: --xla_cpu_compilation_enabled=true). See `t2t_lite.serve.export` for the
+(TF Serving: --xla_cpu_compilation_enabled=true); `max_batch_size=16` keeps the batch buckets at
+1, 4, 8, 16, as TF Serving's batching config of that size. See `t2t_lite.serve.export` for the
 signatures and settings. One run at a time writes --export_dir (`t2t_lite.train.run_lock`).
 
     t2t-exporter ... --export_format=ctranslate2 --ct2_quantization=int8

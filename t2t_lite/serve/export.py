@@ -77,6 +77,8 @@ class ExportHParams:
     extra_length: int = 50  # Maximum output length = input length + extra_length.
     max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
     xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.serve.xla_buckets.
+    # The largest batch bucket (TF Serving's batching max_batch_size): with xla, more sentences go in chunks of it.
+    max_batch_size: int = xla_buckets.DEFAULT_MAX_BATCH_SIZE
     quantize: str = (
         ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
     )
@@ -93,9 +95,10 @@ class ExportHParams:
                 f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
                 f"(got {self})."
             )
-        if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1:
+        if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1 or self.max_batch_size < 1:
             raise ValueError(
-                f"--decode_hparams: beam_size and max_input_length must be ≥ 1 and extra_length ≥ 0 (got {self})."
+                f"--decode_hparams: beam_size, max_input_length and max_batch_size must be ≥ 1 and extra_length ≥ 0 "
+                f"(got {self})."
             )
 
 
@@ -117,8 +120,9 @@ def warmup_shapes(settings: ExportHParams) -> list:
     """(batch, length) of the warm-up requests: every bucket the XLA export compiles; for the plain
     export, whose graph takes any shape, each batch bucket at the first length bucket."""
     if settings.xla:
-        return xla_buckets.bucket_shapes(settings.max_input_length)
-    return [(batch, xla_buckets.length_buckets(settings.max_input_length)[0]) for batch in xla_buckets.BATCH_BUCKETS]
+        return xla_buckets.bucket_shapes(settings.max_input_length, settings.max_batch_size)
+    first_length = xla_buckets.length_buckets(settings.max_input_length)[0]
+    return [(batch, first_length) for batch in xla_buckets.batch_buckets(settings.max_batch_size)]
 
 
 def warmup_requests(vocabulary, settings: ExportHParams) -> list:
@@ -197,7 +201,7 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
         # The static shapes the XLA search is compiled for (inputs padded up to them), or null.
         "xla_buckets": {
             "length": list(xla_buckets.length_buckets(settings.max_input_length)),
-            "batch": list(xla_buckets.BATCH_BUCKETS),
+            "batch": list(xla_buckets.batch_buckets(settings.max_batch_size)),
         }
         if settings.xla
         else None,

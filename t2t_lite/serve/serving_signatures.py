@@ -76,7 +76,9 @@ def best_hypotheses_fn(model, settings):
         output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
 
         def search_in_buckets(inputs):
-            ids, scores = xla_buckets.decode_in_buckets(compiled, inputs, settings.max_input_length, output_length)
+            ids, scores = xla_buckets.decode_in_buckets(
+                compiled, inputs, settings.max_input_length, output_length, settings.max_batch_size
+            )
             return without_padding_columns(ids), scores
 
         return search_in_buckets

@@ -16,9 +16,13 @@ for that shape:
     padding step (`inference.XLA_LENGTH_BUCKET`).
   * batch buckets: 1, 4, 8, 16, 32, 64 (powers of two from 8, so a batch is at most
     half padding from 4 sentences on, and clients' usual 8 and 32 fit exactly; the XLA decoder
-    at base spent half its time on padding rows when 32 sentences went into a 64-row bucket).
-    A request of more than 64 sentences is decoded in chunks of 64 (and a last, smaller
-    chunk), in the same call; nothing is refused.
+    at base spent half its time on padding rows when 32 sentences went into a 64-row bucket),
+    up to the export's `max_batch_size` (64 by default; TF Serving's batching `max_batch_size`),
+    which is the last bucket: 1, 4, 8, 16 for 16, 1, 4, 8, 16, 32, 64, 100 for 100. Each
+    bucket costs a compilation when the server loads the export, so a server that never
+    batches more than 16 sentences compiles four shapes per length, not six. A request of
+    more than `max_batch_size` sentences is decoded in chunks of that size (and a last,
+    smaller chunk), in the same call; nothing is refused.
 
 The search is traced once per length bucket, with its batch dimension unknown, and XLA
 compiles that one graph for each batch bucket at the bucket's first call (the export's
@@ -34,8 +38,17 @@ import tensorflow as tf
 
 from t2t_lite.decode.inference import XLA_LENGTH_BUCKET
 
-BATCH_BUCKETS = (1, 4, 8, 16, 32, 64)
+DEFAULT_MAX_BATCH_SIZE = 64  # the largest batch bucket unless the export sets another
 LENGTH_STEP = 8  # every length bucket is a multiple of it
+
+
+def batch_buckets(max_batch_size: int) -> tuple:
+    """1, 4, then 8·2^k below max_batch_size, then max_batch_size: (1, 4, 8, 16, 32, 64) for 64."""
+    ladder, size = [1, 4], 8
+    while size < max_batch_size:
+        ladder.append(size)
+        size *= 2
+    return tuple(bucket for bucket in ladder if bucket < max_batch_size) + (max_batch_size,)
 
 
 def length_buckets(max_input_length: int) -> tuple:
@@ -48,12 +61,12 @@ def length_buckets(max_input_length: int) -> tuple:
     return tuple(buckets) + (last,)
 
 
-def bucket_shapes(max_input_length: int) -> list:
+def bucket_shapes(max_input_length: int, max_batch_size: int) -> list:
     """Every (batch, length) shape the XLA export compiles, in the order `decode_in_buckets` numbers them."""
-    return [(batch, length) for length in length_buckets(max_input_length) for batch in BATCH_BUCKETS]
+    return [(batch, length) for length in length_buckets(max_input_length) for batch in batch_buckets(max_batch_size)]
 
 
-def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: int):
+def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: int, max_batch_size: int):
     """Runs `decode_fn` on `inputs` padded to bucket shapes; returns (ids [batch, output_length], scores [batch]).
 
     Args:
@@ -64,10 +77,11 @@ def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: i
       inputs: int32 [batch, length], 0-padded, length ≤ max_input_length; batch may be 0.
       max_input_length: the longest input, EOS included (sets the length buckets).
       output_length: the width the ids of every bucket are padded to (the longest L').
+      max_batch_size: the largest batch bucket (sets the batch buckets); larger inputs go in chunks of it.
     Returns the best hypothesis of each row, in the input's order.
     """
     lengths = tf.constant(length_buckets(max_input_length))
-    largest_batch = BATCH_BUCKETS[-1]
+    batches = batch_buckets(max_batch_size)
     length_index = tf.reduce_sum(tf.cast(lengths < tf.shape(inputs)[1], tf.int32))
 
     def branch(batch, length):
@@ -82,15 +96,15 @@ def decode_in_buckets(decode_fn, inputs, max_input_length: int, output_length: i
 
         return run
 
-    branches = [branch(batch, length) for batch, length in bucket_shapes(max_input_length)]
+    branches = [branch(batch, length) for batch, length in bucket_shapes(max_input_length, max_batch_size)]
 
     def decode_chunk(start, ids, scores):
-        chunk = inputs[start : start + largest_batch]
-        batch_index = tf.reduce_sum(tf.cast(tf.constant(BATCH_BUCKETS) < tf.shape(chunk)[0], tf.int32))
+        chunk = inputs[start : start + max_batch_size]
+        batch_index = tf.reduce_sum(tf.cast(tf.constant(batches) < tf.shape(chunk)[0], tf.int32))
         chunk_ids, chunk_scores = tf.switch_case(
-            length_index * len(BATCH_BUCKETS) + batch_index, [lambda run=run: run(chunk) for run in branches]
+            length_index * len(batches) + batch_index, [lambda run=run: run(chunk) for run in branches]
         )
-        return start + largest_batch, tf.concat([ids, chunk_ids], 0), tf.concat([scores, chunk_scores], 0)
+        return start + max_batch_size, tf.concat([ids, chunk_ids], 0), tf.concat([scores, chunk_scores], 0)
 
     _, ids, scores = tf.while_loop(
         lambda start, ids, scores: start < tf.shape(inputs)[0],
