@@ -153,6 +153,7 @@ def test_exporting_prints_only_the_tools_own_lines(trained, tmp_path):
 # as C++ does and through sys.stderr as Python does, lines to keep and lines to drop, a SentencePiece
 # line in pieces as std::cerr writes it, far more than the pipe holds, and ends as argv[1] says.
 FAKE_TOOL = """
+import atexit
 import os
 import sys
 import time
@@ -180,6 +181,9 @@ def main(argv):
     if argv[1] == "os._exit":
         sys.stderr.flush()
         os._exit(0)
+    if argv[1] == "exit_at_once":  # the interpreter's teardown is skipped: no atexit handler of the tool runs
+        atexit.register(print, "teardown ran", file=sys.stderr)
+        t2t_lite.cli.exit_at_once(3)
 
 
 app.run(main)
@@ -196,7 +200,7 @@ def fake_tool(tmp_path):
     return [sys.executable, str(path)], environment
 
 
-@pytest.mark.parametrize("ending, returncode", [("return", 0), ("raise", 1), ("os._exit", 0)])
+@pytest.mark.parametrize("ending, returncode", [("return", 0), ("raise", 1), ("os._exit", 0), ("exit_at_once", 3)])
 def test_the_filter_loses_nothing_however_the_tool_ends(tmp_path, ending, returncode):
     command, environment = fake_tool(tmp_path)
     result = subprocess.run([*command, ending], capture_output=True, text=True, env=environment, timeout=120)

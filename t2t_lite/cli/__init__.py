@@ -92,6 +92,7 @@ _SENTENCEPIECE_INFO_LINE = re.compile(r"^[\w./-]+\.cc\(\d+\) LOG\(INFO\) ")
 _UNFINISHED_LINE_WAIT_S = 0.25
 # At exit the tool waits this long at most for the filter: a process it started may still hold the pipe.
 _EXIT_WAIT_S = 2.0
+_filter_at_exit = []  # (filter pid, the real stderr, the tool's pid) once stderr goes through the filter
 
 
 def _is_tool() -> bool:
@@ -181,7 +182,24 @@ def _filter_stderr_until_exit() -> None:
     real_stderr = os.dup(2)
     os.dup2(write_end, 2)
     os.close(write_end)
-    atexit.register(_finish_filter, filter_pid, real_stderr, os.getpid())
+    _filter_at_exit.extend([filter_pid, real_stderr, os.getpid()])
+    atexit.register(_finish_filter, *_filter_at_exit)
+
+
+def exit_at_once(code: int) -> None:
+    """Ends the tool now with exit status `code`, without the interpreter's teardown, once stderr's filter
+    has forwarded every line.
+
+    For a TF_CONFIG worker whose cluster lost a member: everything of the run is on disk by then
+    (checkpoints are written synchronously, the directory lock released), and TensorFlow's teardown of
+    the strategy would wait on the lost worker's heartbeats for seconds (tensorflow/tensorflow#58434)
+    before a job manager could see this worker stop too.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _filter_at_exit:
+        _finish_filter(*_filter_at_exit)
+    os._exit(code)
 
 
 def _finish_filter(filter_pid: int, real_stderr: int, tool_pid: int) -> None:

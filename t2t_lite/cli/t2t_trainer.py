@@ -19,7 +19,7 @@ import sys
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import exit_at_once, flags, run_tool
 from t2t_lite.data import datagen
 from t2t_lite.decode import dev_bleu, inference
 from t2t_lite.train import (
@@ -200,7 +200,8 @@ def main(argv):
     except distribution.WORKER_FAILURES as error:  # under TF_CONFIG: a worker stopped; say to relaunch all
         if not tf_config.is_multi_worker():
             raise
-        raise SystemExit(f"t2t-trainer: {distribution.lost_worker_message(error, FLAGS.output_dir)}") from None
+        print(f"t2t-trainer: {distribution.lost_worker_message(error, FLAGS.output_dir)}", file=sys.stderr)
+        exit_at_once(1)
 
 
 def _dev_scorers(problem, hparams) -> tuple:
