@@ -552,7 +552,7 @@ def test_export_hparams_follow_the_decoder_precedence():
         export.export_hparams(base, files, "beam_sise=2")
     with pytest.raises(ValueError, match="max_input_length"):
         export.export_hparams(base, files, "max_input_length=0")
-    assert export.export_hparams(base, files).max_batch_size == 64  # TF Serving's batching default of the docs
+    assert export.export_hparams(base, files).max_batch_size == 64  # as the docs' batching.pbtxt
     with pytest.raises(ValueError, match="max_batch_size must be ≥ 1"):
         export.export_hparams(base, files, "max_batch_size=0")
 
