@@ -176,8 +176,12 @@ class TrainingBatches:
             self._starts = self._start_positions()
             options = None
             if self.num_replicas > 1 and not tf_config.is_multi_worker():  # one pipeline per local replica
+                # Replicas on CPU devices read host memory already. Prefetching "to the device" would add a
+                # MultiDeviceIterator whose destruction, at the end of a run, waited 0-30 s for an idle thread.
+                on_cpus = all("CPU" in device.upper() for device in self.strategy.extended.worker_devices)
                 options = tf.distribute.InputOptions(
-                    experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA
+                    experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+                    experimental_fetch_to_device=not on_cpus,
                 )
             self._iterator = iter(self.strategy.distribute_datasets_from_function(self._dataset, options))
 
