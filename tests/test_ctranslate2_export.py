@@ -274,8 +274,9 @@ def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantizati
 
 # CTranslate2 multiplies int8 as u8 × s8 pairs summed into int16, which saturates on x86 CPUs without
 # int8 dot-product units (VNNI, AMX): there an int8 score of the word-reversal model moved by 1.9
-# against float32's, so its own int8 kernels are compared only where they sum exactly (int16 runs
-# as int8 where the CPU has no int16 kernels).
+# against float32's, so its own int8 kernels are compared only where they sum exactly. int16 runs as
+# int8 on CPUs without CTranslate2's int16 kernels (its MKL's, Intel only): the bound follows the
+# compute type it runs, an int8 one the same as int8 weights multiplied in float32.
 @pytest.mark.skipif(
     cpu_features.int8_dot_units() is False,
     reason="no VNNI or AMX: CTranslate2's int8 products saturate here (docs/decoding-and-serving.md, CTranslate2)",
@@ -283,7 +284,11 @@ def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantizati
 @pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)
 def test_quantized_exports_keep_the_scores_close_in_their_own_compute_type(quantization, trained_export, tmp_path):
     run_exporter(trained_export["flags"] + [f"--export_dir={tmp_path}", f"--ct2_quantization={quantization}"])
-    assert_scores_close(trained_export, str(tmp_path / str(STEP)), "default", atol=0.2)
+    version = str(tmp_path / str(STEP))
+    runs_int8 = ctranslate2.Translator(version, device="cpu").compute_type.startswith("int8")
+    int16_as_int8 = quantization == "int16" and "int16" not in ctranslate2.get_supported_compute_types("cpu")
+    assert runs_int8 == (quantization.startswith("int8") or int16_as_int8)
+    assert_scores_close(trained_export, version, "default", atol=0.5 if runs_int8 else 0.2, mean_atol=0.1)
 
 
 def assert_scores_close(trained_export, version, compute_type, atol, mean_atol=None):
