@@ -5,13 +5,16 @@ same command gives the same model on any host; how long the updates take is the 
 The trainer says so early, from updates timed after the first few (tracing and the first
 batch shapes make those several times slower than the rest):
 
-    seconds per update = (t_{s₀+k} - t_{s₀}) / k,    time left = seconds per update × (end - step)
+    seconds per update = median(t_{s+1} - t_s for s₀ ≤ s < s₀ + k),    time left = seconds per update × (end - step)
 
-with s₀ = the first step + SETTLING_UPDATES and k = TIMED_UPDATES. Every summary line then
-shows the same estimate, from all updates timed since s₀, as its ETA. Evaluations and
-checkpoints fall inside the timed updates once they have happened, as they will later.
+with s₀ = the first step + SETTLING_UPDATES and k = TIMED_UPDATES. The median, not the mean:
+with XLA every new batch shape (a length bucket met for the first time) compiles the step
+again, which makes that update several times slower, and many of the first updates meet a
+new shape. Every summary line then shows as its ETA the mean time of all updates since s₀,
+in which compilations, evaluations and checkpoints count as they have happened.
 """
 
+import statistics
 import time
 
 from t2t_lite.train.run_length import duration
@@ -36,6 +39,8 @@ class Progress:
         self.train_minutes = train_minutes
         self.writer, self.log = writer, log
         self.timed_from = None  # (time, step) where the timed updates start
+        self.previous = self.started  # when the last update ended
+        self.timed = []  # the seconds of each of the first TIMED_UPDATES updates after the settling ones
         self.window_start, self.window_tokens = self.started, 0.0  # for tokens/s since the last line
 
     def updated(self, step: int, target_tokens: float, end: int, now: float = None) -> None:
@@ -43,11 +48,15 @@ class Progress:
         now = time.time() if now is None else now
         self.window_tokens += target_tokens
         done = step - self.start_step
+        if SETTLING_UPDATES < done <= SETTLING_UPDATES + TIMED_UPDATES:
+            self.timed.append(now - self.previous)
+        self.previous = now
         if done == SETTLING_UPDATES:
             self.timed_from = (now, step)
         elif done == SETTLING_UPDATES + TIMED_UPDATES and step < end:
-            per_update = self._seconds_per_update(step, now)
-            bound = f"; --train_minutes={self.train_minutes:g} stops it sooner" if self._bounded(step, end, now) else ""
+            per_update = statistics.median(self.timed)
+            bounded = self.train_minutes and self.started + 60.0 * self.train_minutes - now < per_update * (end - step)
+            bound = f"; --train_minutes={self.train_minutes:g} stops it sooner" if bounded else ""
             self.log(
                 f"On this machine: {per_update:.3g} s per update (updates {self.timed_from[1] + 1:,}-{step:,}), so "
                 f"the {end - step:,} updates left take about {duration(per_update * (end - step))}{bound}. "
@@ -78,8 +87,3 @@ class Progress:
         else:  # too early to leave the first updates out
             since, first = self.started, self.start_step
         return (now - since) / max(step - first, 1)
-
-    def _bounded(self, step: int, end: int, now: float) -> bool:
-        """Whether --train_minutes ends the run before `end` at the time per update measured."""
-        left = self.started + 60.0 * self.train_minutes - now
-        return bool(self.train_minutes) and left < self._seconds_per_update(step, now) * (end - step)
