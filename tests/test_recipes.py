@@ -90,8 +90,9 @@ def quickstart_runs_per_host():
     runs = {}
     for row in read("docs/results.md").splitlines():
         cells = [cell.strip() for cell in row.strip("|").split("|")]
-        if row.startswith("| gettext EN→DE |") and re.fullmatch(re.escape(recipe) + r"`[0-9a-f]{12}`", cells[1]):
-            digest, host = cells[1][-13:-1], cells[2]
+        data = re.fullmatch(re.escape(recipe) + r"`([0-9a-f]{12})`", cells[1]) if len(cells) > 3 else None
+        if row.startswith("| gettext EN→DE |") and data:
+            digest, host = data.group(1), cells[2]
             assert host not in runs.setdefault(digest, {}), f"two runs of {digest} on {host}: keep the latest"
             runs[digest][host] = float(re.match(r"\**([0-9.]+)", cells[3]).group(1))
     return runs
