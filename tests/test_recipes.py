@@ -53,8 +53,8 @@ MULTI30K_SET = {
     "label_smoothing": 0.1,
 }
 MULTI30K_BLEU = {1: "39.43", 2: "38.50"}
-# EN→FR (TARGET=fr): the same set and update count, seed 1.
-MULTI30K_FR_BLEU = {1: "55.98"}
+# EN→FR (TARGET=fr): the same set and update count, seeds 1 and 2.
+MULTI30K_FR_BLEU = {1: "55.98", 2: "54.55"}
 
 
 def read(name):
