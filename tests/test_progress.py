@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from t2t_lite.train.progress import SETTLING_UPDATES, TIMED_UPDATES, Progress
+from t2t_lite.train.progress import SETTLING_UPDATES, TIMED_UPDATES, WINDOW_UPDATES, Progress
 
 
 def run(progress, step, end, seconds, first_seconds=None):
@@ -55,8 +55,34 @@ def test_a_line_shows_tokens_per_second_since_the_last_line_and_the_eta_from_the
     assert lines[-1] == "step 100/300  loss 3.2500  learning_rate 0.001  tokens/s 118  ETA 0:01:40"
     now = run_from(progress, 100, 150, 1.0, now)
     progress.line(150, 300, loss=3.0, learning_rate=0.001, now=now)
-    # Slower updates since: 5,000 tokens in 50 s; the ETA averages all 140 timed updates (95 s), 150 left.
-    assert lines[-1] == "step 150/300  loss 3.0000  learning_rate 0.001  tokens/s 100  ETA 0:01:41"
+    # Slower updates since: 5,000 tokens in 50 s; the ETA follows the last 100 updates (50 of 0.5 s,
+    # 50 of 1 s: 0.75 s each), 150 left.
+    assert WINDOW_UPDATES == 100
+    assert lines[-1] == "step 150/300  loss 3.0000  learning_rate 0.001  tokens/s 100  ETA 0:01:52"
+
+
+def test_the_eta_leaves_out_updates_that_compiled_and_spreads_evaluations_over_the_updates(tmp_path, monkeypatch):
+    # An XLA run: every fifth update after the settling ones compiles a new batch shape (3 s, the
+    # others 0.4 s), and after update 110 an evaluation pauses the run for 20 s. Compilations stop
+    # once every length bucket has been met; evaluations recur. So the ETA is 0.4 s per update plus
+    # the pause's 20 s over the 200 timed updates: 0.5 s for each of the 1,000 updates left (the mean
+    # of all 200 timed updates, as the ETA was before, would say 1.02 s: 0:17:00).
+    lines = []
+    progress = Progress(
+        0, train_minutes=0, writer=tf.summary.create_file_writer(str(tmp_path)), log=lines.append, now=0.0
+    )
+    now = run(progress, SETTLING_UPDATES, end=1210, seconds=5.0)
+    for update in range(SETTLING_UPDATES + 1, 211):
+        now += 3.0 if update % 5 == 0 else 0.4
+        if update == 111:
+            clock = iter([0.0, 20.0])  # the clock at the evaluation's start and end
+            monkeypatch.setattr("t2t_lite.train.progress.time.time", lambda: next(clock))
+            with progress.pause():
+                pass
+            now += 20.0
+        progress.updated(update, 100.0, 1210, now)
+    progress.line(210, 1210, loss=2.0, learning_rate=0.001, now=now)
+    assert lines[-1].endswith("ETA 0:08:20"), lines[-1]
 
 
 def run_from(progress, step, until, seconds, now):

@@ -5,15 +5,24 @@ same command gives the same model on any host; how long the updates take is the 
 The trainer says so early, from updates timed after the first few (tracing and the first
 batch shapes make those several times slower than the rest):
 
-    seconds per update = median(t_{s+1} - t_s for s₀ ≤ s < s₀ + k),    time left = seconds per update × (end - step)
+    seconds per update = median(u_s for s₀ < s ≤ s₀ + k),    time left = seconds per update × (end - step)
 
-with s₀ = the first step + SETTLING_UPDATES and k = TIMED_UPDATES. The median, not the mean:
-with XLA every new batch shape (a length bucket met for the first time) compiles the step
-again, which makes that update several times slower, and many of the first updates meet a
-new shape. Every summary line then shows as its ETA the mean time of all updates since s₀,
-in which compilations, evaluations and checkpoints count as they have happened.
+with u_s the time update s took, s₀ = the first step + SETTLING_UPDATES and k = TIMED_UPDATES.
+The median, not the mean: with XLA every new batch shape (a length bucket met for the first
+time) compiles the step again, which makes that update several times slower, and many of the
+first updates meet a new shape. Every summary line then shows the time left as
+
+    ETA = (end - step) × (mean of the last WINDOW_UPDATES updates' u_s, those that compiled left out
+                          + seconds paused for evaluations and checkpoints ÷ updates since s₀)
+
+An update over COMPILED times the window's median compiled a shape; compilations end once every
+length bucket has been met, so they are not projected into the rest of the run, while evaluations
+and checkpoints recur on their schedule, so their cost per update so far is. The window follows
+the host's speed if it changes (another job starting on the machine).
 """
 
+import collections
+import contextlib
 import statistics
 import time
 
@@ -22,6 +31,8 @@ from t2t_lite.train.scalars import write_scalars
 
 SETTLING_UPDATES = 10  # not timed: tracing, XLA's compilations, the first batch shapes
 TIMED_UPDATES = 40  # timed before the first estimate
+WINDOW_UPDATES = 100  # the ETA's typical update is the mean of the last this many
+COMPILED = 3.0  # an update over this many times the window's median compiled a new batch shape
 
 
 class Progress:
@@ -41,16 +52,35 @@ class Progress:
         self.timed_from = None  # (time, step) where the timed updates start
         self.previous = self.started  # when the last update ended
         self.timed = []  # the seconds of each of the first TIMED_UPDATES updates after the settling ones
+        self.recent = collections.deque(maxlen=WINDOW_UPDATES)  # the seconds of the last updates
+        self.pending_pause = 0.0  # seconds paused since the last update ended
+        self.paused_since_timed = 0.0  # seconds paused for evaluations and checkpoints since s₀
         self.window_start, self.window_tokens = self.started, 0.0  # for tokens/s since the last line
+
+    @contextlib.contextmanager
+    def pause(self):
+        """Counts the time inside as an evaluation or a checkpoint, not as part of the next update."""
+        began = time.time()
+        try:
+            yield
+        finally:
+            self.paused(time.time() - began)
+
+    def paused(self, seconds: float) -> None:
+        self.pending_pause += seconds
 
     def updated(self, step: int, target_tokens: float, end: int, now: float = None) -> None:
         """Counts one update's tokens; after the first timed updates, says how long the run will take."""
         now = time.time() if now is None else now
         self.window_tokens += target_tokens
         done = step - self.start_step
-        if SETTLING_UPDATES < done <= SETTLING_UPDATES + TIMED_UPDATES:
-            self.timed.append(now - self.previous)
-        self.previous = now
+        seconds = now - self.previous - self.pending_pause
+        if done > SETTLING_UPDATES:
+            self.recent.append(seconds)
+            self.paused_since_timed += self.pending_pause
+            if done <= SETTLING_UPDATES + TIMED_UPDATES:
+                self.timed.append(seconds)
+        self.previous, self.pending_pause = now, 0.0
         if done == SETTLING_UPDATES:
             self.timed_from = (now, step)
         elif done == SETTLING_UPDATES + TIMED_UPDATES and step < end:
@@ -82,8 +112,9 @@ class Progress:
         self.window_start, self.window_tokens = now, 0.0
 
     def _seconds_per_update(self, step: int, now: float) -> float:
-        if self.timed_from and step > self.timed_from[1]:
-            since, first = self.timed_from
-        else:  # too early to leave the first updates out
-            since, first = self.started, self.start_step
-        return (now - since) / max(step - first, 1)
+        if not self.recent:  # too early to leave the first updates out
+            return (now - self.started) / max(step - self.start_step, 1)
+        typical = COMPILED * statistics.median(self.recent)
+        update = statistics.fmean(seconds for seconds in self.recent if seconds <= typical)
+        updates_since_timed = step - self.timed_from[1]  # ≥ 1: `recent` holds updates after s₀
+        return update + self.paused_since_timed / updates_since_timed

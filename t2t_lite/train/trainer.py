@@ -312,13 +312,15 @@ def _train_loop(training: _Training, settings: RunSettings) -> dict:
         # Evaluated before the save, so that the checkpoint of an evaluated step holds its judgement.
         stopped_early = False
         if eval_frequency and (step % eval_frequency == 0 or finished) and step != evaluated_step:
-            metrics = training.evaluate_and_log(settings.eval_steps)
-            stopped_early = training.judge(steps, step, metrics)
+            with progress.pause():
+                metrics = training.evaluate_and_log(settings.eval_steps)
+                stopped_early = training.judge(steps, step, metrics)
             evaluated_step = step
         # Saved after the step's scalars: a run killed in between redoes the step and logs it
         # again, never resuming past a step whose scalars were lost.
         if step != saved_step and (saving.due(step, time.time()) or finished or stopped_early):
-            _save(steps, training.batches, training.manager, step)
+            with progress.pause():
+                _save(steps, training.batches, training.manager, step)
             saved_step = step
             saving.saved(time.time())
         if stopped_early:
