@@ -49,7 +49,7 @@ class Progress:
         self.start_step = step
         self.train_minutes = train_minutes
         self.writer, self.log = writer, log
-        self.timed_from = None  # (time, step) where the timed updates start
+        self.timed_from = None  # the step after which updates are timed (s₀)
         self.previous = self.started  # when the last update ended
         self.timed = []  # the seconds of each of the first TIMED_UPDATES updates after the settling ones
         self.recent = collections.deque(maxlen=WINDOW_UPDATES)  # the seconds of the last updates
@@ -64,10 +64,7 @@ class Progress:
         try:
             yield
         finally:
-            self.paused(time.time() - began)
-
-    def paused(self, seconds: float) -> None:
-        self.pending_pause += seconds
+            self.pending_pause += time.time() - began
 
     def updated(self, step: int, target_tokens: float, end: int, now: float = None) -> None:
         """Counts one update's tokens; after the first timed updates, says how long the run will take."""
@@ -82,13 +79,13 @@ class Progress:
                 self.timed.append(seconds)
         self.previous, self.pending_pause = now, 0.0
         if done == SETTLING_UPDATES:
-            self.timed_from = (now, step)
+            self.timed_from = step
         elif done == SETTLING_UPDATES + TIMED_UPDATES and step < end:
             per_update = statistics.median(self.timed)
             bounded = self.train_minutes and self.started + 60.0 * self.train_minutes - now < per_update * (end - step)
             bound = f"; --train_minutes={self.train_minutes:g} stops it sooner" if bounded else ""
             self.log(
-                f"On this machine: {per_update:.3g} s per update (updates {self.timed_from[1] + 1:,}-{step:,}), so "
+                f"On this machine: {per_update:.3g} s per update (updates {self.timed_from + 1:,}-{step:,}), so "
                 f"the {end - step:,} updates left take about {duration(per_update * (end - step))}{bound}. "
                 f"The model is the same on any host; only this time is the machine's."
             )
@@ -116,5 +113,5 @@ class Progress:
             return (now - self.started) / max(step - self.start_step, 1)
         typical = COMPILED * statistics.median(self.recent)
         update = statistics.fmean(seconds for seconds in self.recent if seconds <= typical)
-        updates_since_timed = step - self.timed_from[1]  # ≥ 1: `recent` holds updates after s₀
+        updates_since_timed = step - self.timed_from  # ≥ 1: `recent` holds updates after s₀
         return update + self.paused_since_timed / updates_since_timed
