@@ -40,7 +40,7 @@ import tensorflow as tf  # noqa: E402
 from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.decode import beam_search, scoring  # noqa: E402
+from t2t_lite.decode import batch_decoding, scoring  # noqa: E402
 from t2t_lite.model.transformer import Transformer  # noqa: E402
 
 PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
@@ -66,13 +66,13 @@ def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size
         beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH, use_cache=use_cache, eos_id=NO_EOS
     )
     start = time.perf_counter()
-    ids, _ = beam_search.decode_batch(model, source, **settings)
+    ids, _ = batch_decoding.decode_batch(model, source, **settings)
     first = time.perf_counter() - start
     assert ids.shape == (SENTENCES, output_length), ids.shape
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        beam_search.decode_batch(model, source, **settings)
+        batch_decoding.decode_batch(model, source, **settings)
         times.append(time.perf_counter() - start)
     return first, times
 

@@ -17,7 +17,7 @@ What is timed is what a user gets:
   * training: `train_step.StepFunctions.train_step` (forward, the label-smoothed loss of
     loss.py, backward, Adam on eq. 3 from schedule.py) on transformer_tiny / transformer_base
     with the preset's vocabulary; `--xla` sets hparams xla_compile=True;
-  * decoding: `beam_search.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
+  * decoding: `batch_decoding.decode_batch` with the KV cache, greedy and beam 4 (α = 0.6),
     eos_id=-1 so every sentence runs to 20 + extra_length = 30 tokens, as the peers do;
     `--xla` compiles the whole search (`decode_batch(xla=True)`, a preallocated cache);
   * `--activation_dtype bfloat16` sets the hparam of that name (mixed precision) for both;
@@ -32,7 +32,7 @@ What is timed is what a user gets:
     appends EOS to each row (21 ids, one more than the peers read) and decodes with EOS
     fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
     EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
-    equals `beam_search.decode_batch` on the same model.
+    equals `batch_decoding.decode_batch` on the same model.
   * `--ctranslate2 float32|int8`: the same model converted by t2t_lite/serve/ctranslate2_export.py
     (what `t2t-exporter --export_format=ctranslate2` writes, minus the checkpoint; the float32
     weights as trained, loaded with that compute_type) and decoded by CTranslate2's
@@ -95,7 +95,7 @@ import matmul_peak  # noqa: E402  (bench/, this script's folder)
 import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import beam_search, quantization
+from t2t_lite.decode import batch_decoding, beam_search, quantization
 from t2t_lite.serve import ctranslate2_export, export
 from t2t_lite.train import flops, model_info, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
@@ -185,10 +185,10 @@ def time_decoding(model, cfg, modes, xla=False):
         settings = dict(decode_settings(cfg, beam_size), xla=xla)
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
-            lambda batch, settings=settings: beam_search.decode_batch(model, batch, **settings)[0],
+            lambda batch, settings=settings: batch_decoding.decode_batch(model, batch, **settings)[0],
             source,
             cfg,
-            method=f"t2t_lite.decode.beam_search.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)",
+            method=f"t2t_lite.decode.batch_decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)",
             cached=True,
             beam_size=beam_size,
             alpha=cfg["beam_alpha"],
@@ -200,7 +200,7 @@ def time_decoding(model, cfg, modes, xla=False):
             )
     if "greedy" not in results:
         return results
-    output = beam_search.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
+    output = batch_decoding.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
     logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
     results["greedy"]["check_teacher_forced_argmax_match"] = round(
         float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4
@@ -244,7 +244,7 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
         )
     else:
         source = pc.random_decode_src(cfg)
-        beam_search.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
+        batch_decoding.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
         result.update(sentences=int(source.shape[0]), beam_size=cfg["beam_size"], out_tokens=cfg["decode_max_out"])
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return result
@@ -361,7 +361,7 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
                 f"the SavedModel's {name} outputs are not all {cfg['decode_max_out']} tokens without "
                 f"EOS: lengths {results[name]['out_tokens_per_sentence']} (see without_eos)."
             )
-        library = beam_search.decode_batch(
+        library = batch_decoding.decode_batch(
             model,
             with_eos,
             beam_size=beam_size,
@@ -452,7 +452,7 @@ def ctranslate2_row(hparams, cfg, modes, seed, compute_type) -> dict:
                     f"CTranslate2's {name} outputs are not all {cfg['decode_max_out']} tokens: lengths "
                     f"{results[name]['out_tokens_per_sentence']} (see without_eos)."
                 )
-            library = beam_search.decode_batch(
+            library = batch_decoding.decode_batch(
                 model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"], extra_length=extra_length
             )[0]
             results[name]["check_equals_decode_batch"] = round(

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export's graph uses)
 
 from t2t_lite import registry
-from t2t_lite.decode import beam_search, inference
+from t2t_lite.decode import batch_decoding, beam_search, inference
 from t2t_lite.train import model_info
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
@@ -56,7 +56,7 @@ def test_export_written_before_translates_as_the_current_decoder():
     batch = np.zeros((len(encoded), max(map(len, encoded))), np.int32)
     for row, ids in enumerate(encoded):
         batch[row, : len(ids)] = ids
-    ids, scores = beam_search.decode_batch(
+    ids, scores = batch_decoding.decode_batch(
         model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"], extra_length=settings["extra_length"]
     )
     assert [text.decode("utf-8") for text in served["outputs"].numpy()] == [vocabulary.decode(row) for row in ids]

@@ -22,7 +22,7 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.cli import flags as cli_flags
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import beam_search, scoring
+from t2t_lite.decode import batch_decoding, scoring
 from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.hparam import HParams
 from t2t_lite.serve import ctranslate2_export, export
@@ -136,7 +136,7 @@ def greedy_mismatches(model, translator, version, sources):
     """Sources whose greedy translations differ between the engines where t2t_lite's top two are > 1e-5 apart,
     and how many hypotheses contain id 0 and how many ran to the length limit."""
     inputs = [source + [vocabulary.EOS_ID] for source in sources]
-    ids, _ = beam_search.decode_batch(model, padded(inputs), beam_size=1, alpha=0.6, extra_length=EXTRA_LENGTH)
+    ids, _ = batch_decoding.decode_batch(model, padded(inputs), beam_size=1, alpha=0.6, extra_length=EXTRA_LENGTH)
     mismatches, with_padding, at_limit = [], 0, 0
     for source, row in zip(inputs, ids):
         ours = [int(i) for i in row]
@@ -303,13 +303,6 @@ def assert_scores_close(trained_export, version, compute_type, atol, mean_atol=N
         np.testing.assert_allclose(other, mine, atol=atol)
     if mean_atol is not None:
         assert np.mean(np.abs(np.concatenate(theirs) - np.concatenate(ours))) <= mean_atol
-
-
-def test_bfloat16_rounding_is_tensorflows():
-    values = np.random.default_rng(0).normal(0, 3, 10_000).astype(np.float32)
-    values[:4] = [0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8]  # ties: to even
-    expected = tf.bitcast(tf.cast(values, tf.bfloat16), tf.uint16).numpy()
-    np.testing.assert_array_equal(ctranslate2_export.rounded_to_bfloat16(values), expected)
 
 
 # -- Bad input: one line each, nothing half-written ------------------------------------------------

@@ -24,7 +24,7 @@ from absl import flags as absl_flags
 from t2t_lite import registry
 from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import beam_search, inference
+from t2t_lite.decode import batch_decoding, beam_search, inference
 from t2t_lite.hparam import HParamsError
 from t2t_lite.serve import export, xla_buckets
 from t2t_lite.train import checkpoints, model_info
@@ -152,7 +152,7 @@ def library_translations(setup, sentences):
     """
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
     batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
-    ids, scores = beam_search.decode_batch(
+    ids, scores = batch_decoding.decode_batch(
         setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"]
     )
     return [vocab.decode(row) for row in ids], scores, ids
@@ -423,7 +423,7 @@ def test_xla_export_translates_as_t2t_decoder_xla(xla_loaded, setup, count):
 
 def test_xla_export_ids_signature_gives_decode_batch_xla_ids(xla_loaded, setup):
     batch = padded([setup["vocab"].encode(sentence) + [beam_search.EOS_ID] for sentence in XLA_SENTENCES[:70]])
-    ids, _ = beam_search.decode_batch(
+    ids, _ = batch_decoding.decode_batch(
         setup["model"],
         batch,
         beam_size=DECODE["beam_size"],
@@ -651,7 +651,7 @@ def test_a_quantized_export_decodes_as_the_quantized_library(quantized, setup):
     # XLA on both sides: bfloat16 rounds each activation, so another compiler's order of float32 sums moves a
     # score by up to 6e-3 relative with TensorFlow's Eigen kernels (those of a CPU without AVX-512 VNNI/BF16 or
     # AMX; measured with TF_ENABLE_ONEDNN_OPTS=0) against 4e-5 with oneDNN's: enough to swap two close beams.
-    ids, _ = beam_search.decode_batch(
+    ids, _ = batch_decoding.decode_batch(
         converted,
         batch,
         beam_size=DECODE["beam_size"],

@@ -16,7 +16,7 @@ from t2t_lite import registry
 from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.data import datagen
 from t2t_lite.data.text_lines import read_lines as read_input_lines
-from t2t_lite.decode import beam_search, inference
+from t2t_lite.decode import batch_decoding, inference
 from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.hparam import HParamsError
 from t2t_lite.train import checkpoints, model_info
@@ -48,7 +48,7 @@ def test_output_in_input_order_equals_each_line_decoded_alone(trained):
     settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
     batched = translate(model, vocabulary, lines, settings, progress=False)
     for line, translation in zip(lines, batched):
-        ids, _ = beam_search.decode_batch(
+        ids, _ = batch_decoding.decode_batch(
             model, np.array([vocabulary.encode(line) + [1]], np.int32), beam_size=3, alpha=0.6, extra_length=4
         )
         assert translation.source == line

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.decode import beam_search, inference, quantization
+from t2t_lite.decode import batch_decoding, beam_search, inference, quantization
 from t2t_lite.hparam import HParams, HParamsError
 from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.model.transformer import Transformer
@@ -165,9 +165,9 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     _, converted = tiny_pair(mode)
     inputs = sentences([5, 7, 11], seed=4)
     settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
-    cached_ids, cached_scores = beam_search.decode_batch(converted, inputs, **settings)
-    full_ids, full_scores = beam_search.decode_batch(converted, inputs, use_cache=False, **settings)
-    xla_ids, xla_scores = beam_search.decode_batch(converted, inputs, xla=True, **settings)
+    cached_ids, cached_scores = batch_decoding.decode_batch(converted, inputs, **settings)
+    full_ids, full_scores = batch_decoding.decode_batch(converted, inputs, use_cache=False, **settings)
+    xla_ids, xla_scores = batch_decoding.decode_batch(converted, inputs, xla=True, **settings)
     # Another order of float32 sums moves an activation by an ulp, and now and then that flips its
     # rounding to bfloat16 (8 mantissa bits): a score moves by up to ~1e-3 relative (1.5e-3 seen on an
     # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).

@@ -9,7 +9,7 @@ import tensorflow as tf
 from test_inference import HPARAMS, run_decoder, trained  # noqa: F401 (a fixture: tiny random-weight model)
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import beam_search
+from t2t_lite.decode import batch_decoding
 from t2t_lite.decode.inference import DecodeHParams, decode_hparams, translate
 from t2t_lite.decode.sampling import Sampling
 from t2t_lite.hparam import HParamsError
@@ -30,7 +30,7 @@ def first_step_probabilities(model, temperature=1.0, top_k=0):
 
 def sampled_first_tokens(model, sampling, count):
     """The first token of `count` samples for SOURCE: one batch of `count` identical rows, each drawn apart."""
-    ids, _ = beam_search.decode_batch(
+    ids, _ = batch_decoding.decode_batch(
         model, np.array([SOURCE] * count, np.int32), beam_size=1, alpha=0.0, extra_length=0, sampling=sampling
     )
     return ids[:, 0]
@@ -63,7 +63,7 @@ def test_first_tokens_are_drawn_from_the_tempered_softmax(trained, temperature, 
 def test_top_k_never_draws_outside_the_k_best_at_any_step(trained):  # noqa: F811
     model = trained[1]
     inputs = np.array([[5, 6, 7, 8, 9, 10, EOS_ID]] * 64, np.int32)
-    ids, _ = beam_search.decode_batch(
+    ids, _ = batch_decoding.decode_batch(
         model, inputs, beam_size=1, alpha=0.0, extra_length=4, sampling=Sampling(1.5, 2, seed=3)
     )
     targets = np.where(ids > 0, ids, 0).astype(np.int32)
@@ -97,7 +97,9 @@ def test_a_seed_fixes_the_samples_and_another_seed_draws_others(trained):  # noq
         return [t.hypotheses for t in translate(model, vocabulary, LINES, chosen, progress=False)]
 
     def traces():  # of every search compiled for this model
-        return sum(search.experimental_get_tracing_count() for search in beam_search._COMPILED.get(model, {}).values())
+        return sum(
+            search.experimental_get_tracing_count() for search in batch_decoding._COMPILED.get(model, {}).values()
+        )
 
     traced_before = traces()
     first = samples(1)
@@ -127,12 +129,12 @@ def test_the_cache_draws_as_the_full_recomputation_and_xla_draws_from_the_same_d
     model = trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID, 0], [9, 9, 3, 4, EOS_ID], [2, EOS_ID, 0, 0, 0]], np.int32)
     options = dict(beam_size=1, alpha=0.0, extra_length=4, sampling=Sampling(1.0, 0, seed=11))
-    full = beam_search.decode_batch(model, inputs, use_cache=False, **options)
-    cached = beam_search.decode_batch(model, inputs, **options)
+    full = batch_decoding.decode_batch(model, inputs, use_cache=False, **options)
+    cached = batch_decoding.decode_batch(model, inputs, **options)
     np.testing.assert_array_equal(cached[0], full[0])
     np.testing.assert_allclose(cached[1], full[1], rtol=1e-5)
-    xla = beam_search.decode_batch(model, inputs, xla=True, **options)
-    np.testing.assert_array_equal(beam_search.decode_batch(model, inputs, xla=True, **options)[0], xla[0])
+    xla = batch_decoding.decode_batch(model, inputs, xla=True, **options)
+    np.testing.assert_array_equal(batch_decoding.decode_batch(model, inputs, xla=True, **options)[0], xla[0])
     for ids, scores in (cached, xla):  # α = 0: a sample's score is its log-probability
         np.testing.assert_allclose(scores, teacher_forced_log_probability(model, inputs, ids, 4), atol=1e-4)
 
@@ -172,7 +174,7 @@ def test_samples_continue_a_target_prefix(trained):  # noqa: F811
     model = trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID]] * 8, np.int32)
     prefixes = np.array([[9, 4]] * 4 + [[0, 0]] * 4, np.int32)  # four rows forced to start 9 4, four free
-    ids, _ = beam_search.decode_batch(
+    ids, _ = batch_decoding.decode_batch(
         model, inputs, beam_size=1, alpha=0.0, extra_length=3, sampling=Sampling(1.5, 0, seed=2), prefixes=prefixes
     )
     assert all(list(row[:2]) == [9, 4] for row in ids[:4])

@@ -7,7 +7,7 @@ both detokenized from ids (`Vocabulary.decode`, which stops at EOS). Only the fi
 affordable on a CPU (`--eval_bleu_lines`).
 """
 
-from t2t_lite.decode import beam_search, inference
+from t2t_lite.decode import batch_decoding, inference
 from t2t_lite.evaluate import bleu
 
 
@@ -30,7 +30,7 @@ class DevBleu:
         translations = []
         size = self.settings.batch_size
         for first in range(0, len(self.inputs), size):
-            ids, _ = beam_search.decode_batch(
+            ids, _ = batch_decoding.decode_batch(
                 model,
                 inference.pad_batch(self.inputs[first : first + size]),
                 beam_size=self.settings.beam_size,

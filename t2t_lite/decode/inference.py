@@ -2,7 +2,7 @@
 
 Sentences are encoded with the problem's vocabulary (plus EOS), sorted by length so
 each batch holds sentences of similar length (less padding), decoded with
-`t2t_lite.decode.beam_search.decode_batch` (beam search with the paper's length penalty and a
+`t2t_lite.decode.batch_decoding.decode_batch` (beam search with the paper's length penalty and a
 key/value cache), and written back in the input's order, one output line per input
 line. Decoding settings come from the hparams set, then the problem's defaults
 (e.g. parsing: beam 21, α 0.3, +300), then `--decode_hparams`. With `max_input_size`, a
@@ -20,7 +20,7 @@ import numpy as np
 
 from t2t_lite import registry
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import beam_search, quantization, sampling
+from t2t_lite.decode import batch_decoding, quantization, sampling
 from t2t_lite.hparam import HParamsError, parse_overrides
 from t2t_lite.train import model_info
 
@@ -198,7 +198,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
 def _decode(model, inputs, settings: DecodeHParams, prefixes=None):
     """(ids [batch, hypotheses, length], scores [batch, hypotheses]): the beams, or each sample in turn."""
     results = [
-        beam_search.decode_batch(
+        batch_decoding.decode_batch(
             model,
             inputs,
             beam_size=1 if draw else settings.beam_size,

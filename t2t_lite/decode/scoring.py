@@ -88,7 +88,7 @@ def compiled_token_log_probs(model, xla: bool):
     def log_probs(inputs, targets):
         return token_log_probs(model, inputs, targets)
 
-    # Without autograph, as beam_search.decode_batch: nothing here needs Python control flow on tensors.
+    # Without autograph, as batch_decoding.decode_batch: nothing here needs Python control flow on tensors.
     if xla:
         return tf.function(log_probs, jit_compile=True, autograph=False)
     spec = tf.TensorSpec([None, None], tf.int32)

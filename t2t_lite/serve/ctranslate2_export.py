@@ -47,13 +47,13 @@ Where the two engines would differ by default, and how the export makes them agr
     translation without running the model.
 
 `--ct2_quantization` stores int8, int8_float32, int16, float16 or bfloat16 weights (CTranslate2's own
-quantization); a Translator may still pick another `compute_type` when loading. The model is
-written to a hidden staging directory and renamed into place, so nothing half-written is ever seen.
+quantization; bfloat16 rounded in numpy, `ctranslate2_bfloat16.py`); a Translator may still pick
+another `compute_type` when loading. The model is written to a hidden staging directory and renamed
+into place, so nothing half-written is ever seen.
 `ctranslate2` is an optional extra (`pip install "t2t_lite[ctranslate2]"`).
 """
 
 import dataclasses
-import functools
 import importlib.util
 import json
 import os
@@ -67,6 +67,7 @@ from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, UNK_ID
 from t2t_lite.hparam import HParams
 from t2t_lite.model.positional import sinusoid_table
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS, Transformer
+from t2t_lite.serve import ctranslate2_bfloat16
 from t2t_lite.serve.export import (
     EXPORT_CONFIG_FILE,
     ExportError,
@@ -288,57 +289,6 @@ def sentencepiece_pieces(vocabulary) -> list:
     return [processor.id_to_piece(index) for index in range(processor.get_piece_size())]
 
 
-def rounded_to_bfloat16(array: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest bfloat16 (ties to even), as the uint16 bit patterns."""
-    bits = np.ascontiguousarray(array, np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-@functools.cache
-def bfloat16_variable_class():
-    """A `ctranslate2.specs.model_spec.Variable` holding bfloat16 bits.
-
-    CTranslate2's own spec converts to bfloat16 only through PyTorch; this one rounds in numpy,
-    so `--ct2_quantization=bfloat16` needs no PyTorch.
-    """
-    from ctranslate2.specs import model_spec
-
-    class Bfloat16Variable(model_spec.Variable):
-        def __init__(self, bits):
-            self.bits = bits
-
-        shape = property(lambda self: self.bits.shape)
-        dtype = property(lambda self: "bfloat16")
-
-        def numpy(self):
-            return (self.bits.astype(np.uint32) << 16).view(np.float32)
-
-        def num_bytes(self):
-            return self.bits.nbytes
-
-        def to_bytes(self):
-            return self.bits.tobytes()
-
-        def _to(self, dtype):
-            return model_spec.NumpyVariable(self.numpy()).to(dtype)
-
-        def _equal(self, other):
-            return self.bits.shape == other.bits.shape and np.array_equal(self.bits, other.bits)
-
-    return Bfloat16Variable
-
-
-def with_bfloat16_weights(spec) -> None:
-    """Replaces every float32 array of a validated spec by its bfloat16 rounding (scalars stay float32)."""
-    from ctranslate2.specs import model_spec
-
-    def convert(layer, name, value):
-        if isinstance(value, model_spec.NumpyVariable) and not value.is_scalar() and value.dtype == "float32":
-            setattr(layer, name.split("/")[-1], bfloat16_variable_class()(rounded_to_bfloat16(value.array)))
-
-    model_spec.visit_spec(spec, convert)
-
-
 # -- Writing ----------------------------------------------------------------------------------
 def translate_options(settings) -> dict:
     """`Translator.translate_batch` options that decode as `t2t-decoder` with these settings."""
@@ -372,7 +322,7 @@ def write_model(spec, quantization: str, vocabulary_path: str, config: dict, fin
         os.makedirs(staging)
         spec.validate()
         if quantization == "bfloat16":
-            with_bfloat16_weights(spec)
+            ctranslate2_bfloat16.with_bfloat16_weights(spec)
         spec.optimize(quantization=quantization or None)
         spec.save(staging)
         shutil.copyfile(vocabulary_path, os.path.join(staging, SENTENCEPIECE_FILE))

@@ -65,7 +65,7 @@ def best_hypotheses_fn(model, settings):
     shape is compiled (and warmed up) once for the two.
     """
     options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
-    # Every signature is traced without autograph, as beam_search.decode_batch: the graph uses TensorFlow's
+    # Every signature is traced without autograph, as batch_decoding.decode_batch: the graph uses TensorFlow's
     # own control flow, and autograph would rewrite the model's layers at each of the export's many traces.
     if settings.xla:
         compiled = tf.function(
