@@ -25,7 +25,7 @@ from t2t_lite import registry  # noqa: E402
 from t2t_lite.data.vocabulary import EOS_ID, SymbolVocabulary  # noqa: E402
 from t2t_lite.decode import inference
 from t2t_lite.insights import attention_readout
-from t2t_lite.train import model_info
+from t2t_lite.run_dir import model_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from headless_chromium import CHROMIUM, DevTools  # noqa: E402  (the browser driver of the browser tests)

@@ -30,8 +30,8 @@ from t2t_lite import registry  # noqa: E402
 from t2t_lite.data.vocabulary import normalize_text  # noqa: E402
 from t2t_lite.decode import inference  # noqa: E402
 from t2t_lite.evaluate import bleu  # noqa: E402
+from t2t_lite.run_dir import model_info  # noqa: E402
 from t2t_lite.serve import ctranslate2_export  # noqa: E402
-from t2t_lite.train import model_info  # noqa: E402
 
 
 def ctranslate2_translations(translator, vocabulary, sources, beam_size, alpha, extra_length, batch_size=32):

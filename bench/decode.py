@@ -14,7 +14,7 @@ grows with the output length.
     .venv/bin/python bench/decode.py --presets=tiny --repeats=5
     TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python bench/decode.py --presets=base
 
-On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/train/cpu_features.py);
+On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/cpu_features.py);
 TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's, which TensorFlow alone picks on CPUs without VNNI,
 AVX-512 BF16 or AMX. The header line says which ran.
 """
@@ -31,7 +31,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_variable, str(THREADS))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-from t2t_lite.train import cpu_features  # noqa: E402
+from t2t_lite import cpu_features  # noqa: E402
 
 cpu_features.use_onednn_kernels()  # as the t2t-* tools do; TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's kernels
 

@@ -62,7 +62,7 @@ import tempfile
 
 from compare_peers import PeersNotFoundError, find_peers_dir
 
-from t2t_lite.train import cpu_features
+from t2t_lite import cpu_features
 
 
 def _import_peer_common():
@@ -96,8 +96,9 @@ import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, beam_search, quantization
+from t2t_lite.run_dir import model_info
 from t2t_lite.serve import ctranslate2_export, export
-from t2t_lite.train import flops, model_info, train_step
+from t2t_lite.train import flops, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 HPARAMS_SETS = {"tiny": "transformer_tiny", "base": "transformer_base"}

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.decode import quantization
-from t2t_lite.train import model_info
+from t2t_lite.run_dir import model_info
 
 
 def convert(hparams_set: str, vocab_size: int, mode: str) -> dict:

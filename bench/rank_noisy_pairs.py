@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.decode import inference, scoring  # noqa: E402
-from t2t_lite.train import model_info  # noqa: E402
+from t2t_lite.run_dir import model_info  # noqa: E402
 
 
 def derangement(count: int, rng) -> np.ndarray:

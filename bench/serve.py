@@ -44,8 +44,8 @@ import tensorflow_text  # noqa: E402,F401  (the SentencePiece ops of the loaded 
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
+from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.serve import export, serving_warmup
-from t2t_lite.train import checkpoints, model_info
 
 VOCAB_SIZE = 1000
 # --exports: each kind's --decode_hparams beside the user's; xla-int8 and xla-bf16-weights are

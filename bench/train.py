@@ -12,7 +12,7 @@ TensorFlow's oneDNN kernels, as t2t-trainer does (TF_ENABLE_ONEDNN_OPTS=0 measur
 import argparse
 import time
 
-from t2t_lite.train import cpu_features
+from t2t_lite import cpu_features
 
 cpu_features.use_onednn_kernels()  # before TensorFlow loads: it reads the switch then
 
@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.train import flops, model_info, train_step
+from t2t_lite.run_dir import model_info
+from t2t_lite.train import flops, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
 

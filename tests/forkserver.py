@@ -10,11 +10,11 @@ and `$BIN/t2t-*` that do the same. pytest's main process starts the servers its 
 
 The variables read when Python starts or TensorFlow loads (LOAD_VARIABLES) keep the values they had then. There is
 one server per set of values; the request's environment picks it, and t2t_lite's tools count as setting
-TF_ENABLE_ONEDNN_OPTS=1 (as `t2t_lite.cli` does before TensorFlow loads, on x86). A child watches its script's
-imports: when it first imports a module that loads TensorFlow in a fresh interpreter, its environment must still
-hold the server's values; if the script changed one before that point, the child becomes a fresh interpreter
-(exec, same pid and streams) and runs the script from its start there, so a test never runs on settings it did not
-ask for.
+TF_ENABLE_ONEDNN_OPTS=1 (as `t2t_lite.cli.tool_process.prepare` does before TensorFlow loads, on x86). A child
+watches its script's imports: when it first imports a module that loads TensorFlow in a fresh interpreter, its
+environment must still hold the server's values; if the script changed one before that point, the child becomes a
+fresh interpreter (exec, same pid and streams) and runs the script from its start there, so a test never runs on
+settings it did not ask for.
 
 Otherwise a child is a fresh `python`: SIGINT raises KeyboardInterrupt (as at a terminal), numpy's and `random`'s
 global generators are seeded anew. What it shares with its server, and so what tests start fresh interpreters for:
@@ -357,7 +357,7 @@ def _receive(connection, size) -> bytes:
 def _prepare() -> frozenset:
     """Imports what the tools and the tests' scripts import; the modules whose import loads TensorFlow.
 
-    Not t2t_lite.cli: importing it prepares a tool's process (its switches, its stderr filter) when the tool starts.
+    A child's tool prepares its own process (`t2t_lite.cli.tool_process.prepare`, called by its entry point).
     """
     imported = _ImportsRecorded()
     import numpy  # noqa: F401
@@ -370,8 +370,6 @@ def _prepare() -> frozenset:
     from t2t_lite.train import trainer  # noqa: F401
 
     imported.stop()
-    if "t2t_lite.cli" in sys.modules:
-        raise RuntimeError("t2t_lite.cli was imported while preparing: a tool's start would be skipped")
     if context.context_safe() is not None and context.context()._context_handle is not None:
         raise RuntimeError("the imports started TensorFlow's runtime: forking would not be safe")
     return imported.loading_tensorflow()

@@ -12,7 +12,7 @@ from test_checkpoints import small_model, write_checkpoints
 
 from t2t_lite import registry
 from t2t_lite.cli import t2t_avg_all
-from t2t_lite.train import averaging, checkpoints, model_info
+from t2t_lite.run_dir import averaging, checkpoints, model_info
 
 
 def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):

@@ -13,7 +13,8 @@ from test_trainer import logged_scalars, train
 
 from t2t_lite import registry
 from t2t_lite.decode import inference
-from t2t_lite.train import averaging, best_checkpoint, checkpoints, model_info
+from t2t_lite.run_dir import averaging, checkpoints, model_info
+from t2t_lite.train import best_checkpoint
 from t2t_lite.train.early_stopping import EarlyStopping
 
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture

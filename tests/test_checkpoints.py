@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 
 def small_model():

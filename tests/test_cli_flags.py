@@ -66,6 +66,6 @@ def test_a_precision_slower_than_float32_here_is_said_once_before_decoding(parse
     printed = capsys.readouterr().err
     assert printed.count("Note: quantize=int8 pays only with xla=true") == 1, printed
     parse("--decode_hparams=quantize=int8,xla=true")
-    monkeypatch.setattr("t2t_lite.train.cpu_features.int8_dot_units", lambda cpuinfo="/proc/cpuinfo": True)
+    monkeypatch.setattr("t2t_lite.cpu_features.int8_dot_units", lambda cpuinfo="/proc/cpuinfo": True)
     flags.decode_settings(hparams, problem)
     assert capsys.readouterr().err == ""  # a CPU with VNNI or AMX: int8 pays, nothing to say

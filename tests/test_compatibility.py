@@ -16,7 +16,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the expor
 
 from t2t_lite import registry
 from t2t_lite.decode import batch_decoding, beam_search, inference
-from t2t_lite.train import model_info
+from t2t_lite.run_dir import model_info
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
 SENTENCES = ["die katze läuft", "der hund", "grün haus straße", "the cat runs quickly", ""]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from t2t_lite.train import cpu_features
+from t2t_lite import cpu_features
 
 # Abridged /proc/cpuinfo of the CPUs docs/results.md measured, and of two Arm cores.
 ZEN4 = "processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n"
@@ -53,7 +53,7 @@ def test_the_module_prints_the_faster_dtype(tmp_path):
     (tmp_path / "zen4").write_text(ZEN4)
     for name, dtype in (("zen3", "float32"), ("zen4", "bfloat16")):
         result = subprocess.run(
-            [sys.executable, "-m", "t2t_lite.train.cpu_features", str(tmp_path / name)],
+            [sys.executable, "-m", "t2t_lite.cpu_features", str(tmp_path / name)],
             capture_output=True,
             text=True,
             check=True,

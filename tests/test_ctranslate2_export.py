@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import registry
+from t2t_lite import cpu_features, registry
 from t2t_lite.cli import flags as cli_flags
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, scoring
 from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.hparam import HParams
+from t2t_lite.run_dir import averaging, checkpoints, model_info
 from t2t_lite.serve import ctranslate2_export, export
-from t2t_lite.train import averaging, checkpoints, cpu_features, model_info
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

@@ -36,7 +36,8 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 import keras
 import numpy as np
 from t2t_lite import registry
-from t2t_lite.train import checkpoints, distribution, model_info, replica_input, train_step, trainer
+from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.train import distribution, replica_input, train_step, trainer
 from t2t_lite.train.schedule import adam_optimizer
 
 data_dir, output_dir, source_run = sys.argv[1], sys.argv[2], sys.argv[3]

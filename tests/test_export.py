@@ -26,8 +26,8 @@ from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, beam_search, inference
 from t2t_lite.hparam import HParamsError
+from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.serve import export, xla_buckets
-from t2t_lite.train import checkpoints, model_info
 
 WORDS = (
     "der die das haus katze hund über grün straße läuft schnell the cat dog house green street runs quickly"

@@ -19,7 +19,7 @@ from t2t_lite.data.text_lines import read_lines as read_input_lines
 from t2t_lite.decode import batch_decoding, inference
 from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
 from t2t_lite.hparam import HParamsError
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 

@@ -15,7 +15,8 @@ import tensorflow as tf
 import test_trainer
 from test_trainer import SMALL, logged_scalars, train
 
-from t2t_lite.train import checkpoints, interruption
+from t2t_lite.run_dir import checkpoints
+from t2t_lite.train import interruption
 
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 
@@ -33,9 +34,9 @@ def one_slow_update(*args):
 trainer._one_update = one_slow_update
 train_and_evaluate = trainer.train_and_evaluate  # a loss logged at every step, for the test to follow
 trainer.train_and_evaluate = lambda *args, **changes: train_and_evaluate(*args, summary_steps=1, **changes)
-from t2t_lite.cli import t2t_trainer
+from t2t_lite.cli import entry_points
 sys.argv = ["t2t-trainer"] + sys.argv[1:]
-t2t_trainer.console_main()
+entry_points.t2t_trainer()
 """
 
 

@@ -12,7 +12,7 @@ from t2t_lite import registry
 from t2t_lite.cli import t2t_avg_all, t2t_decoder, t2t_exporter, t2t_insights, t2t_trainer, t2t_translate_all
 from t2t_lite.data import datagen
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1"
 

@@ -39,7 +39,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # The reference: one process, the CPU split into two logical devices before TensorFlow starts.
 ONE_PROCESS = r"""
 import sys
-from t2t_lite.train import cpu_features
+from t2t_lite import cpu_features
 cpu_features.use_onednn_kernels()  # the kernels the t2t-trainer workers run: the same sums
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]

@@ -25,7 +25,7 @@ from test_multiworker import (
     started,  # noqa: F401, F811  (a fixture)
 )
 
-from t2t_lite.train import run_lock
+from t2t_lite.run_dir import run_lock
 
 # worker 0 (the chief) is killed once ckpt-KILL_AFTER is written, well before TRAIN_STEPS.
 KILL_AFTER, TRAIN_STEPS = 10, 20

@@ -216,7 +216,7 @@ XEON_AMX = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_int8\n"
     ],
 )
 def test_a_mode_slower_than_float32_on_this_cpu_is_named_with_the_reason(tmp_path, monkeypatch, mode, xla, flags, said):
-    monkeypatch.setattr("t2t_lite.train.cpu_features.platform.machine", lambda: "x86_64")
+    monkeypatch.setattr("t2t_lite.cpu_features.platform.machine", lambda: "x86_64")
     (tmp_path / "cpuinfo").write_text(flags)
     note = quantization.speed_note(mode, xla, str(tmp_path / "cpuinfo"))
     if said is None:

@@ -1,4 +1,4 @@
-"""Quiet by default (t2t_lite/cli/__init__.py): a datagen → train → average → decode → export chain,
+"""Quiet by default (t2t_lite/cli/tool_process.py): a datagen → train → average → decode → export chain,
 each tool in a fresh process as a user runs it, prints only the tools' own lines; --verbosity or the
 user's TF_CPP_MIN_LOG_LEVEL=0 brings TensorFlow's log back (a higher level never does); the filter on
 stderr loses nothing, however the tool ends."""
@@ -16,7 +16,7 @@ import sys
 import pytest
 from conftest import sigint_as_at_a_terminal
 
-from t2t_lite import cli
+from t2t_lite.cli import tool_process
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,max_length=32"
@@ -149,7 +149,7 @@ def test_exporting_prints_only_the_tools_own_lines(trained, tmp_path):
     assert os.listdir(tmp_path / "export")
 
 
-# A tool in miniature (the filter starts in a process named t2t-*): it writes, to file descriptor 2
+# A tool in miniature (its process prepared as the entry points prepare a tool's): it writes, to file descriptor 2
 # as C++ does and through sys.stderr as Python does, lines to keep and lines to drop, a SentencePiece
 # line in pieces as std::cerr writes it, far more than the pipe holds, and ends as argv[1] says.
 FAKE_TOOL = """
@@ -160,7 +160,9 @@ import time
 
 from absl import app
 
-import t2t_lite.cli
+from t2t_lite.cli import tool_process
+
+tool_process.prepare()
 
 
 def main(argv):
@@ -183,7 +185,7 @@ def main(argv):
         os._exit(0)
     if argv[1] == "exit_at_once":  # the interpreter's teardown is skipped: no atexit handler of the tool runs
         atexit.register(print, "teardown ran", file=sys.stderr)
-        t2t_lite.cli.exit_at_once(3)
+        tool_process.exit_at_once(3)
 
 
 app.run(main)
@@ -260,10 +262,14 @@ def test_asking_tensorflow_for_fewer_lines_never_brings_more():
     assert any("translate_ende_gettext" in line for line in printed)
 
 
-# Whether TensorFlow runs its oneDNN kernels, and the variable that decides it, as a process named argv[1] sees them.
+# Whether TensorFlow runs its oneDNN kernels, and the variable that decides it, in a process prepared as a tool's
+# (the probe's name starts with t2t-) or one that only imports the tools' package.
 ONEDNN_PROBE = """
 import os
-import t2t_lite.cli
+import sys
+from t2t_lite.cli import entry_points, tool_process
+if os.path.basename(sys.argv[0]).startswith("t2t-"):
+    tool_process.prepare()
 from tensorflow.python.util import _pywrap_util_port
 print(_pywrap_util_port.IsMklEnabled(), os.environ.get("TF_ENABLE_ONEDNN_OPTS"))
 """
@@ -297,7 +303,8 @@ def test_a_tool_runs_onednn_kernels_unless_the_user_chose(tmp_path, name, users_
 
 MATPLOTLIB_PROBE = """
 import sys
-import t2t_lite.cli
+from t2t_lite.cli import tool_process
+tool_process.prepare()
 import keras
 from t2t_lite.data import vocabulary
 print("matplotlib" in sys.modules)  # Keras' visualization helpers asked for it
@@ -320,7 +327,7 @@ def test_a_tool_loads_matplotlib_only_to_draw(tmp_path):
     import keras
 
     assert keras.src.visualization.plot_image_gallery.plt is not None  # not a tool: Keras' pyplot, untouched
-    assert not any(type(finder) is cli._NoMatplotlibForKerasVisualization for finder in sys.meta_path)
+    assert not any(type(finder) is tool_process._NoMatplotlibForKerasVisualization for finder in sys.meta_path)
 
 
 def test_only_the_documented_lines_are_dropped():
@@ -331,17 +338,17 @@ def test_only_the_documented_lines_are_dropped():
     )
     banner = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
     other_error = "E0000 00:00:1795351723.442451    5388 some_kernel.cc:12] Out of memory\n"
-    assert cli._dropped(info, no_driver=False) and cli._dropped(banner, no_driver=False)
-    assert cli._dropped(cuinit, no_driver=True)
-    assert cli._dropped(
+    assert tool_process._dropped(info, no_driver=False) and tool_process._dropped(banner, no_driver=False)
+    assert tool_process._dropped(cuinit, no_driver=True)
+    assert tool_process._dropped(
         "normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n", no_driver=False
     )
-    assert cli._dropped(
+    assert tool_process._dropped(
         "W0000 00:00:1795821073.677404   28586 root_dataset.cc:364] Optimization loop failed: CANCELLED: "
         "Operation was cancelled\n",
         no_driver=False,
     )
-    assert not cli._dropped(
+    assert not tool_process._dropped(
         "W0000 00:00:1795821073.677404   28586 root_dataset.cc:364] Optimization loop failed: INTERNAL: x\n",
         no_driver=False,
     )
@@ -349,9 +356,9 @@ def test_only_the_documented_lines_are_dropped():
         "E0000 00:00:1795857125.113622   31184 util.cc:131] oneDNN supports DT_INT8 only on platforms with "
         "AVX-512. Falling back to the default Eigen-based implementation if present.\n"
     )
-    assert cli._dropped(int8_fallback, no_driver=False)
-    assert not cli._dropped(int8_fallback.replace("Falling back", "Failing; no fallback"), no_driver=False)
-    assert not cli._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
-    assert not cli._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
-    assert not cli._dropped(other_error, no_driver=True)
-    assert not cli._dropped("t2t-trainer: --output_dir: ... is in use by ...\n", no_driver=True)
+    assert tool_process._dropped(int8_fallback, no_driver=False)
+    assert not tool_process._dropped(int8_fallback.replace("Falling back", "Failing; no fallback"), no_driver=False)
+    assert not tool_process._dropped("trainer_interface.cc(580) LOG(ERROR) something went wrong\n", no_driver=True)
+    assert not tool_process._dropped(cuinit, no_driver=False)  # with a driver installed, cuInit failing is news
+    assert not tool_process._dropped(other_error, no_driver=True)
+    assert not tool_process._dropped("t2t-trainer: --output_dir: ... is in use by ...\n", no_driver=True)

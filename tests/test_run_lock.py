@@ -13,7 +13,7 @@ import forkserver
 import pytest
 import tensorflow as tf
 
-from t2t_lite.train import run_lock
+from t2t_lite.run_dir import run_lock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
@@ -157,9 +157,9 @@ def one_slow_update(*args):
     time.sleep(0.5)
     return one_update(*args)
 trainer._one_update = one_slow_update
-from t2t_lite.cli import t2t_trainer
+from t2t_lite.cli import entry_points
 sys.argv = ["t2t-trainer"] + sys.argv[1:]
-t2t_trainer.console_main()
+entry_points.t2t_trainer()
 """
 
 

@@ -5,7 +5,7 @@ import glob
 import pytest
 import tensorflow as tf
 
-from t2t_lite.train.scalars import write_scalars
+from t2t_lite.run_dir.scalars import write_scalars
 
 
 def test_scalars_are_written_as_tensorboard_reads_them(tmp_path):

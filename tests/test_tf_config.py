@@ -72,8 +72,8 @@ def test_the_tool_starts_without_tensorflow():
         "import atexit, sys\n"
         "atexit.register(lambda: print('tensorflow imported' if 'tensorflow' in sys.modules else 'no tensorflow'))\n"
         "sys.argv = ['t2t-make-tf-configs', '--workers=host1:2222']\n"
-        "from t2t_lite.cli.t2t_make_tf_configs import console_main\n"
-        "console_main()\n"
+        "from t2t_lite.cli.entry_points import t2t_make_tf_configs\n"
+        "t2t_make_tf_configs()\n"
     )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data import input_pipeline
-from t2t_lite.train import model_info, train_step
+from t2t_lite.run_dir import model_info
+from t2t_lite.train import train_step
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite import registry
+from t2t_lite import cpu_features, registry
 from t2t_lite.data import datagen, input_pipeline
-from t2t_lite.train import checkpoints, cpu_features, loss, model_info, trainer
+from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.train import loss, trainer
 
 SMALL = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=128,learning_rate_warmup_steps=10"
 

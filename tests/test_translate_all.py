@@ -26,7 +26,7 @@ from t2t_lite.data.text_lines import read_lines
 from t2t_lite.decode import inference
 from t2t_lite.decode.inference import DecodeHParams
 from t2t_lite.insights import translate_all
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)

@@ -12,7 +12,8 @@ import test_trainer
 from test_trainer import SMALL, logged_scalars, run_cli, train
 
 from t2t_lite.cli import flags
-from t2t_lite.train import checkpoints, model_info, warm_start
+from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.train import warm_start
 
 reference_run = test_trainer.reference_run  # the shared 8-step run, a fixture
 

@@ -115,7 +115,7 @@ def check_model_flag() -> None:
 def trained_hparams(model_dir: str):
     """--hparams_set (+ --hparams) if given, else the hparams.json beside the checkpoints (+ --hparams)."""
     from t2t_lite.decode import inference  # TensorFlow: only for the tools that load a model
-    from t2t_lite.train import checkpoints
+    from t2t_lite.run_dir import checkpoints
 
     try:
         return inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)

@@ -8,9 +8,9 @@ of later steps join earlier ones there (all listed, the newest loaded by default
 never overwrites: --output_dir must not be --model_dir, must not hold an average of the
 same step already, nor averages of another model. --checkpoint_path=$TRAIN_DIR/ckpt-K
 averages the N up to ckpt-K (e.g. when a later one is damaged). One run at a time writes
---output_dir (`t2t_lite.train.run_lock`).
+--output_dir (`t2t_lite.run_dir.run_lock`).
 
-Which checkpoints count (`t2t_lite.train.averaging.chosen_checkpoints`): not ckpt-0, not those
+Which checkpoints count (`t2t_lite.run_dir.averaging.chosen_checkpoints`): not ckpt-0, not those
 before --min_steps, and not a periodic checkpoint that the final one follows within half the
 save interval. tensor2tensor's --min_steps defaulted to 0; here it defaults to the end of eq. 3's
 warm-up (hparam learning_rate_warmup_steps in --model_dir's hparams.json), so a short run's
@@ -22,8 +22,8 @@ import os
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
-from t2t_lite.train import averaging, checkpoints, model_info, run_lock
+from t2t_lite.cli import flags
+from t2t_lite.run_dir import averaging, checkpoints, model_info, run_lock
 
 FLAGS = flags.FLAGS
 
@@ -61,7 +61,3 @@ def _min_step(model_dir: str, min_steps: int) -> int:
     if not os.path.exists(os.path.join(model_dir, model_info.HPARAMS_FILE)):
         return 0
     return model_info.read_hparams(model_dir).learning_rate_warmup_steps
-
-
-def console_main():
-    run_tool(main)

@@ -14,7 +14,7 @@ import os
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.evaluate import bleu
 
 FLAGS = flags.FLAGS
@@ -69,7 +69,3 @@ def _score_steps(reference):
         print(f"Wrote the plot of sacreBLEU against step to {plot_file}")
     except ImportError as error:
         print(f"{error}: no plot written.")
-
-
-def console_main():
-    run_tool(main)

@@ -15,7 +15,7 @@ import os
 from absl import flags as absl_flags
 
 from t2t_lite import registry
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.data import datagen
 from t2t_lite.problems.translate_files import CorpusError
 
@@ -47,7 +47,3 @@ def main(argv):
     # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.
     except (FileNotFoundError, CorpusError, ValueError) as error:
         raise flags.UsageError(str(error)) from None
-
-
-def console_main():
-    run_tool(main)

@@ -17,7 +17,6 @@ import os
 from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.cli import run_tool
 from t2t_lite.data import datagen, text_lines
 from t2t_lite.decode import decode_files, inference, scoring
 from t2t_lite.insights import attention_readout
@@ -239,7 +238,3 @@ def _output_path(problem, model_dir, settings):
     if os.path.exists(output):
         print(f"{output} exists: it will be replaced by this run's decodings.")
     return output
-
-
-def console_main():
-    run_tool(main)

@@ -8,7 +8,7 @@ layout TF Serving watches, with its warm-up requests in assets.extra/. `xla=true
 --decode_hparams exports the XLA-compiled beam search over fixed length and batch buckets
 (TF Serving: --xla_cpu_compilation_enabled=true); `max_batch_size=16` keeps the batch buckets at
 1, 4, 8, 16, as TF Serving's batching config of that size. See `t2t_lite.serve.export` for the
-signatures and settings. One run at a time writes --export_dir (`t2t_lite.train.run_lock`).
+signatures and settings. One run at a time writes --export_dir (`t2t_lite.run_dir.run_lock`).
 
     t2t-exporter ... --export_format=ctranslate2 --ct2_quantization=int8
 
@@ -19,10 +19,10 @@ SentencePiece model into the same <export_dir>/<step>/ layout instead; see
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.hparam import HParamsError
+from t2t_lite.run_dir import run_lock
 from t2t_lite.serve import ctranslate2_export, export
-from t2t_lite.train import run_lock
 
 FLAGS = flags.FLAGS
 
@@ -99,7 +99,3 @@ def _export(model_dir):
         raise flags.UsageError(f"--decode_hparams: {error}") from None
     except (FileNotFoundError, export.ExportError, ValueError) as error:  # CheckpointError is a FileNotFoundError
         raise flags.UsageError(str(error)) from None
-
-
-def console_main():
-    run_tool(main)

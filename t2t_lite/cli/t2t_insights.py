@@ -10,7 +10,6 @@ free port and prints it.
 from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.cli import run_tool
 from t2t_lite.decode import inference
 from t2t_lite.insights import server
 
@@ -69,7 +68,3 @@ def main(argv):
         print("t2t-insights: stopped.")
     finally:
         http_server.server_close()
-
-
-def console_main():
-    run_tool(main)

@@ -11,7 +11,7 @@ import json
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.train import tf_config
 
 FLAGS = flags.FLAGS
@@ -32,7 +32,3 @@ def main(argv):
         raise flags.UsageError(str(error)) from None
     for task_type, index, address, config in configs:
         print(f"export TF_CONFIG='{json.dumps(config)}'  # {task_type} {index} on {address}")
-
-
-def console_main():
-    run_tool(main)

@@ -9,7 +9,7 @@ Malformed outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.e
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.evaluate import bracket_f1
 
 FLAGS = flags.FLAGS
@@ -26,7 +26,3 @@ def main(argv):
         print(bracket_f1.evaluate_files(FLAGS.decoded_trees, FLAGS.gold_trees))
     except (OSError, ValueError) as error:  # unreadable file, bad gold bracketing, count mismatch
         raise flags.UsageError(str(error)) from None
-
-
-def console_main():
-    run_tool(main)

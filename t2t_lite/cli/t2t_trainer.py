@@ -7,7 +7,7 @@ Rerunning the same command resumes from the latest checkpoint in --output_dir th
 (one that does not is named and moved to --output_dir/set_aside/), or from
 --checkpoint_path=$TRAIN_DIR/ckpt-N of the same run; other --hparams, --problem or --model
 there stop with the differences (hparams.json, problem.json). A second run on the same
---output_dir stops at once, naming the one that holds it (`t2t_lite.train.run_lock`).
+--output_dir stops at once, naming the one that holds it (`t2t_lite.run_dir.run_lock`).
 
 --warm_start_from=$OTHER_RUN starts a new run from another run's weights (fine-tuning; its
 data encoded with that run's vocabulary: t2t-datagen --vocab_from). Each evaluation keeps
@@ -19,19 +19,12 @@ import sys
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import exit_at_once, flags, run_tool
+from t2t_lite.cli import flags
+from t2t_lite.cli.tool_process import exit_at_once
 from t2t_lite.data import datagen
 from t2t_lite.decode import dev_bleu, inference
-from t2t_lite.train import (
-    checkpoints,
-    distribution,
-    early_stopping,
-    interruption,
-    run_lock,
-    tf_config,
-    trainer,
-    warm_start,
-)
+from t2t_lite.run_dir import checkpoints, run_lock
+from t2t_lite.train import distribution, early_stopping, interruption, tf_config, trainer, warm_start
 
 FLAGS = flags.FLAGS
 
@@ -210,7 +203,3 @@ def _dev_scorers(problem, hparams) -> tuple:
         return ()
     settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     return (dev_bleu.DevBleu(problem, FLAGS.data_dir, settings, FLAGS.eval_bleu_lines),)
-
-
-def console_main():
-    run_tool(main)

@@ -13,7 +13,7 @@ decoding settings are t2t-decoder's: hparams.json beside the checkpoints unless
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, run_tool
+from t2t_lite.cli import flags
 from t2t_lite.data import text_lines
 from t2t_lite.decode import inference
 from t2t_lite.insights import translate_all
@@ -65,7 +65,3 @@ def main(argv):
         raise flags.UsageError(f"--source={source}: {error}") from None
     except FileNotFoundError as error:  # no checkpoints, a missing vocabulary, a problem.json that disagrees
         raise flags.UsageError(str(error)) from None
-
-
-def console_main():
-    run_tool(main)

@@ -22,7 +22,7 @@ from t2t_lite import registry
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import batch_decoding, quantization, sampling
 from t2t_lite.hparam import HParamsError, parse_overrides
-from t2t_lite.train import model_info
+from t2t_lite.run_dir import model_info
 
 # With xla=True, batches are padded to batch_size rows and to a multiple of this many source
 # positions, so a file needs a few compilations, not one per sentence length.

@@ -42,9 +42,9 @@ import gc
 import keras
 from keras import ops
 
+from t2t_lite import cpu_features
 from t2t_lite.model.bfloat16 import bfloat16_matmul, replace_by_bfloat16
 from t2t_lite.model.embedding import SharedEmbedding
-from t2t_lite.train import cpu_features
 
 MODES = ("", "int8", "bfloat16")  # "" = float32 weights, as trained
 # Without XLA, each mode's speed against float32: the plain decoder at transformer_base, greedy and

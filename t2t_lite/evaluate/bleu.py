@@ -219,7 +219,7 @@ def write_events(scores: list, event_dir: str) -> None:
     """TensorBoard scalars `sacreBLEU` and `chrF2` at each step (`…_avg<N>` for averages) in event_dir."""
     import tensorflow as tf  # only for --event_dir: t2t-bleu otherwise starts without TensorFlow
 
-    from t2t_lite.train.scalars import write_scalars  # the trainer's scalars: no tensorboard package needed
+    from t2t_lite.run_dir.scalars import write_scalars  # the trainer's scalars: no tensorboard package needed
 
     writer = tf.summary.create_file_writer(event_dir)
     for score in scores:

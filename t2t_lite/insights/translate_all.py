@@ -22,7 +22,7 @@ import time
 import tensorflow as tf
 
 from t2t_lite.decode import decode_files, inference
-from t2t_lite.train import averaging, checkpoints
+from t2t_lite.run_dir import averaging, checkpoints
 
 POLL_SECONDS = 30  # how often to look for a new checkpoint while waiting
 

@@ -67,6 +67,7 @@ from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, UNK_ID
 from t2t_lite.hparam import HParams
 from t2t_lite.model.positional import sinusoid_table
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS, Transformer
+from t2t_lite.run_dir import checkpoints
 from t2t_lite.serve import ctranslate2_bfloat16
 from t2t_lite.serve.export import (
     EXPORT_CONFIG_FILE,
@@ -76,7 +77,6 @@ from t2t_lite.serve.export import (
     restore_for_export,
     sentencepiece_vocabulary,
 )
-from t2t_lite.train import checkpoints
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 SENTENCEPIECE_FILE = "sentencepiece.model"

@@ -52,9 +52,9 @@ from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import inference, quantization
 from t2t_lite.hparam import parse_overrides
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
+from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.serve import serving_warmup, xla_buckets
 from t2t_lite.serve.serving_signatures import serving_module
-from t2t_lite.train import checkpoints, model_info
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
 TEXT_SIGNATURE = "serving_default"

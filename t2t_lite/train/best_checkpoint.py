@@ -24,7 +24,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 BEST_DIR = "best"
 BEST_FILE = "best.json"

@@ -26,8 +26,8 @@ import contextlib
 import statistics
 import time
 
+from t2t_lite.run_dir.scalars import write_scalars
 from t2t_lite.train.run_length import duration
-from t2t_lite.train.scalars import write_scalars
 
 SETTLING_UPDATES = 10  # not timed: tracing, XLA's compilations, the first batch shapes
 TIMED_UPDATES = 40  # timed before the first estimate

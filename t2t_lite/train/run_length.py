@@ -39,7 +39,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.train.checkpoints import SET_ASIDE
+from t2t_lite.run_dir.checkpoints import SET_ASIDE
 from t2t_lite.train.schedule import decay_start
 
 PLAN_FILE = "fitted_train_steps.json"

@@ -33,25 +33,23 @@ import time
 import keras
 import tensorflow as tf
 
+from t2t_lite import cpu_features
 from t2t_lite.data import datagen
+from t2t_lite.run_dir import checkpoints, model_info, run_lock
+from t2t_lite.run_dir.scalars import write_scalars
 from t2t_lite.train import (
     best_checkpoint,
-    checkpoints,
-    cpu_features,
     distribution,
     early_stopping,
     evaluation,
     flops,
     interruption,
-    model_info,
     replica_input,
     run_length,
-    run_lock,
     warm_start,
 )
 from t2t_lite.train.early_stopping import EarlyStopping
 from t2t_lite.train.progress import Progress
-from t2t_lite.train.scalars import write_scalars
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
 from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
 

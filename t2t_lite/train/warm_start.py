@@ -6,7 +6,7 @@ source checkpoint's trainable weights only; its optimizer (Adam's moments), step
 schedule (warm-up from step 1 again), data position and dropout seeds start afresh, so its
 first update is θ_source moved by a fresh Adam step at lrate(1).
 
-The source run is only read. Its records (`t2t_lite.train.model_info`) must show the same
+The source run is only read. Its records (`t2t_lite.run_dir.model_info`) must show the same
 model: the same vocabulary (by fingerprint: the new corpus is encoded with the source's
 vocabulary, see `t2t-datagen --vocab_from`), model and every hparam in `MUST_MATCH`. The
 others (dropout, learning rate and schedule, batch size, label smoothing …) may differ; the
@@ -17,7 +17,7 @@ A rerun of the same command resumes the new run's own checkpoints, never the sou
 import json
 import os
 
-from t2t_lite.train import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info
 
 RECORD_FILE = "warm_start.json"
 

@@ -14,7 +14,7 @@ listed and loadable. The JSON files are written to a temporary file and renamed 
 A checkpoint that cannot be read (a disk that filled up, a copy cut short) is named with
 its file; the trainer skips it, moves it to `set_aside/` and resumes from the newest one
 that reads (`restore_for_training`). hparams.json and problem.json, and the model they build,
-are `t2t_lite.train.model_info`'s; averaging (§6.1) is `t2t_lite.train.averaging`'s.
+are `t2t_lite.run_dir.model_info`'s; averaging (§6.1) is `t2t_lite.run_dir.averaging`'s.
 """
 
 import dataclasses

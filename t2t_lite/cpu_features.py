@@ -7,7 +7,7 @@ in /proc/cpuinfo's flags. Elsewhere TensorFlow widens every bfloat16 operand to 
 back, and a bfloat16 step is slower than a float32 one. Measured with `bench/train.py
 --hparams_set=transformer_multi30k --batch_size=2048`: docs/results.md, Hosts and ablations.
 
-    python -m t2t_lite.train.cpu_features     # prints bfloat16 or float32: the faster training dtype here
+    python -m t2t_lite.cpu_features     # prints bfloat16 or float32: the faster training dtype here
 
 int8 products pay only with int8 dot-product units: x86's VNNI (`avx512_vnni`, `avx_vnni`) or
 AMX (`amx_int8`); without them `quantize=int8` decodes no faster than float32, and the decoding

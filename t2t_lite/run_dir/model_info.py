@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.hparam import HParams, HParamsError
-from t2t_lite.train.checkpoints import CheckpointError, checkpoint_path, restore_weights
+from t2t_lite.run_dir.checkpoints import CheckpointError, checkpoint_path, restore_weights
 
 HPARAMS_FILE = "hparams.json"
 PROBLEM_FILE = "problem.json"
