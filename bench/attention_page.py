@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data.vocabulary import EOS_ID, SymbolVocabulary  # noqa: E402
-from t2t_lite.decode import inference
+from t2t_lite.decode import translation
 from t2t_lite.insights import attention_readout
 from t2t_lite.run_dir import model_info
 
@@ -85,7 +85,7 @@ def translations(model, rng, sentences):
         target_ids = list(rng.integers(3, VOCAB_SIZE, rng.integers(10, 61))) + [EOS_ID]
         texts = [" ".join(str(i) for i in rng.integers(3, VOCAB_SIZE, len(target_ids))) for _ in range(BEAMS)]
         result.append(
-            inference.Translation(
+            translation.Translation(
                 " ".join(map(str, source_ids[:-1])),
                 texts,
                 sorted(rng.normal(-1, 0.3, BEAMS), reverse=True),

@@ -6,7 +6,7 @@
 The model of --output_dir (its latest checkpoint) is exported with
 t2t_lite/serve/ctranslate2_export.py into a temporary directory (float32 weights) and loaded
 with compute_type float32. The split's sources (the detokenized ids of its TFRecords, as
-`t2t-decoder --decode_split` reads them) are translated by `inference.translate` (t2t-decoder's
+`t2t-decoder --decode_split` reads them) are translated by `translation.translate` (t2t-decoder's
 path: GNMT length penalty ((5 + |Y|) / 6)^α, tensor2tensor's stopping rule) and by
 `Translator.translate_batch` (length penalty |Y|^α, its own stopping rule), both with up to
 input length + extra_length subwords (CTranslate2 per batch of sentences of one length), EOS
@@ -28,7 +28,7 @@ import sentencepiece  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data.vocabulary import normalize_text  # noqa: E402
-from t2t_lite.decode import inference  # noqa: E402
+from t2t_lite.decode import decode_settings, model_loading, translation  # noqa: E402
 from t2t_lite.evaluate import bleu  # noqa: E402
 from t2t_lite.run_dir import model_info  # noqa: E402
 from t2t_lite.serve import ctranslate2_export  # noqa: E402
@@ -74,17 +74,19 @@ def main(argv=None):
     for example in problem.dataset(args.split, args.data_dir).as_numpy_iterator():
         sources.append(vocabulary.decode(example["inputs"]))
         references.append(vocabulary.decode(example["targets"]))
-    model = inference.load_model_for_decoding(problem, hparams, args.data_dir, args.output_dir)
+    model = model_loading.load_model_for_decoding(problem, hparams, args.data_dir, args.output_dir)
     with tempfile.TemporaryDirectory() as scratch:
         version = ctranslate2_export.export_ctranslate2(problem, hparams, args.data_dir, args.output_dir, scratch)
         translator = ctranslate2.Translator(version, device="cpu", compute_type="float32")
         print("| decoding | t2t_lite sacreBLEU | CTranslate2 sacreBLEU | identical translations |")
         print("|---|---:|---:|---:|")
         for beam_size in sorted({1, args.beam_size}):
-            settings = inference.DecodeHParams(
+            settings = decode_settings.DecodeHParams.of(
                 beam_size=beam_size, alpha=args.alpha, extra_length=args.extra_length, batch_size=32
             )
-            ours = [t.hypotheses[0] for t in inference.translate(model, vocabulary, sources, settings, progress=False)]
+            ours = [
+                t.hypotheses[0] for t in translation.translate(model, vocabulary, sources, settings, progress=False)
+            ]
             theirs = ctranslate2_translations(translator, vocabulary, sources, beam_size, args.alpha, args.extra_length)
             same = sum(a == b for a, b in zip(ours, theirs))
             name = "greedy" if beam_size == 1 else f"beam {beam_size}, α {args.alpha}"

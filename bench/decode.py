@@ -41,6 +41,7 @@ from tensorflow.python.util import _pywrap_util_port  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.decode import batch_decoding, scoring  # noqa: E402
+from t2t_lite.decode.search_settings import SearchSettings  # noqa: E402
 from t2t_lite.model.transformer import Transformer  # noqa: E402
 
 PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
@@ -62,17 +63,16 @@ def source_batch(vocab_size, seed=4321):
 
 def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size=BEAM_SIZE):
     """(first call seconds, [seconds of each timed call]) for one whole-batch decode."""
-    settings = dict(
-        beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH, use_cache=use_cache, eos_id=NO_EOS
-    )
+    search = SearchSettings(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH)
+    settings = dict(use_cache=use_cache, eos_id=NO_EOS)
     start = time.perf_counter()
-    ids, _ = batch_decoding.decode_batch(model, source, **settings)
+    ids, _ = batch_decoding.decode_batch(model, source, search, **settings)
     first = time.perf_counter() - start
     assert ids.shape == (SENTENCES, output_length), ids.shape
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        batch_decoding.decode_batch(model, source, **settings)
+        batch_decoding.decode_batch(model, source, search, **settings)
         times.append(time.perf_counter() - start)
     return first, times
 
@@ -104,7 +104,8 @@ def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_typ
 
     import ctranslate2
 
-    from t2t_lite.serve import ctranslate2_export, export
+    from t2t_lite.serve import ctranslate2_export
+    from t2t_lite.serve.export_settings import ExportSettings
 
     targets = np.random.default_rng(8765).integers(3, model.vocab_size, size=(SENTENCES, OUTPUT_LENGTH), dtype=np.int32)
     eos = np.ones_like(targets[:, :1])  # id 1; CTranslate2 appends it to every source and target itself
@@ -114,7 +115,7 @@ def time_ctranslate2_scoring(model, hparams_set, source, *, repeats, compute_typ
     pieces = ["<pad>", "</s>", "<unk>"] + [f"w{index}" for index in range(3, model.vocab_size)]
     source_pieces = [[pieces[i] for i in row] for row in source.tolist()]
     target_pieces = [[pieces[i] for i in row[:-1]] for row in targets.tolist()]
-    settings = export.ExportHParams(max_input_length=SOURCE_LENGTH + 1)
+    settings = ExportSettings(max_input_length=SOURCE_LENGTH + 1)
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         spec = ctranslate2_export.transformer_spec(model, registry.hparams(hparams_set), pieces, settings)

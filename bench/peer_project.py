@@ -28,7 +28,7 @@ What is timed is what a user gets:
   * `--savedmodel`: the model exported by export.py's `serving_module` and `write_saved_model`
     (what t2t-exporter writes, minus the checkpoint), loaded with tf.saved_model.load, its
     `translate_ids` signature called on the same ids, one export for greedy and one for beam
-    4; with XLA decoding when export.ExportHParams has an `xla` setting. That signature
+    4; with XLA decoding when the export's SearchSettings has an `xla` setting. That signature
     appends EOS to each row (21 ids, one more than the peers read) and decodes with EOS
     fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
     EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
@@ -96,8 +96,10 @@ import t2t_lite  # noqa: E402
 from t2t_lite import registry  # noqa: E402
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, beam_search, quantization
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.run_dir import model_info
 from t2t_lite.serve import ctranslate2_export, export
+from t2t_lite.serve.export_settings import ExportSettings
 from t2t_lite.train import flops, train_step
 from t2t_lite.train.schedule import adam_optimizer  # noqa: E402
 
@@ -166,13 +168,13 @@ def time_training(steps, hparams, cfg, seed):
     return result
 
 
-def decode_settings(cfg, beam_size):
+def search_settings(cfg, beam_size, xla=False):
     # decode_length = the input's non-padding length + extra_length (beam_search.decode).
-    return dict(
+    return SearchSettings(
         beam_size=beam_size,
         alpha=cfg["beam_alpha"],
         extra_length=cfg["decode_max_out"] - cfg["decode_src_len"],
-        eos_id=NO_EOS,
+        xla=xla,
     )
 
 
@@ -183,10 +185,10 @@ def time_decoding(model, cfg, modes, xla=False):
     beam_sizes = {"greedy": 1, "beam": cfg["beam_size"]}
     for name in modes:
         beam_size = beam_sizes[name]
-        settings = dict(decode_settings(cfg, beam_size), xla=xla)
+        search = search_settings(cfg, beam_size, xla)
         pc.log(f"[t2t_lite {cfg['preset']}] {name} decoding ...")
         results[name] = pc.time_decode(
-            lambda batch, settings=settings: batch_decoding.decode_batch(model, batch, **settings)[0],
+            lambda batch, search=search: batch_decoding.decode_batch(model, batch, search, eos_id=NO_EOS)[0],
             source,
             cfg,
             method=f"t2t_lite.decode.batch_decoding.decode_batch(beam_size={beam_size}, xla={xla}) (tf.function)",
@@ -197,11 +199,11 @@ def time_decoding(model, cfg, modes, xla=False):
         if results[name]["out_shape"] != [cfg["decode_sentences"], cfg["decode_max_out"]]:
             raise RuntimeError(
                 f"{name} decoding returned {results[name]['out_shape']}, expected "
-                f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see decode_settings)."
+                f"{[cfg['decode_sentences'], cfg['decode_max_out']]} (see search_settings)."
             )
     if "greedy" not in results:
         return results
-    output = batch_decoding.decode_batch(model, source, xla=xla, **decode_settings(cfg, 1))[0]
+    output = batch_decoding.decode_batch(model, source, search_settings(cfg, 1, xla), eos_id=NO_EOS)[0]
     logits = model({"inputs": tf.constant(source, tf.int32), "targets": tf.constant(output)}, training=False)
     results["greedy"]["check_teacher_forced_argmax_match"] = round(
         float(np.mean(np.argmax(logits.numpy(), -1) == output)), 4
@@ -245,7 +247,7 @@ def measure_memory(phase, cfg, micro_batch_tokens, seed):
         )
     else:
         source = pc.random_decode_src(cfg)
-        batch_decoding.decode_batch(model, source, **decode_settings(cfg, cfg["beam_size"]))
+        batch_decoding.decode_batch(model, source, search_settings(cfg, cfg["beam_size"]), eos_id=NO_EOS)
         result.update(sentences=int(source.shape[0]), beam_size=cfg["beam_size"], out_tokens=cfg["decode_max_out"])
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return result
@@ -299,17 +301,15 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize
     """
     # max_input_length: the 21 ids it is given, so the XLA export compiles the buckets of length 16
     # and 24 only (the default 256 adds 32, 48, ... 256: minutes of tracing and GBs for shapes never used).
-    settings = export.ExportHParams(
+    xla = "xla" in {field.name for field in dataclasses.fields(SearchSettings)}  # the XLA export, where it has one
+    settings = ExportSettings.of(
         beam_size=beam_size,
         alpha=cfg["beam_alpha"],
         extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
         max_input_length=cfg["decode_src_len"] + 1,
+        quantize=quantize or "",
+        **({"xla": True} if xla else {}),
     )
-    xla = "xla" in {field.name for field in dataclasses.fields(export.ExportHParams)}
-    if xla:  # the XLA export, where export.py has one
-        settings = dataclasses.replace(settings, xla=True)
-    if quantize:
-        settings = dataclasses.replace(settings, quantize=quantize)
     config = {
         "bench": "bench/peer_project.py --savedmodel",
         "preset": cfg["preset"],
@@ -365,9 +365,11 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
         library = batch_decoding.decode_batch(
             model,
             with_eos,
-            beam_size=beam_size,
-            alpha=cfg["beam_alpha"],
-            extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
+            SearchSettings(
+                beam_size=beam_size,
+                alpha=cfg["beam_alpha"],
+                extra_length=cfg["decode_max_out"] - cfg["decode_src_len"] - 1,
+            ),
         )[0]
         width = cfg["decode_max_out"]
         results[name]["check_equals_decode_batch"] = round(float(np.mean(output[:, :width] == library[:, :width])), 4)
@@ -401,7 +403,7 @@ def ctranslate2_row(hparams, cfg, modes, seed, compute_type) -> dict:
     without_eos(model)
     pieces = ["<pad>", "</s>", "<unk>"] + [f"w{index}" for index in range(3, cfg["vocab_size"])]
     extra_length = cfg["decode_max_out"] - cfg["decode_src_len"] - 1
-    settings = export.ExportHParams(extra_length=extra_length, max_input_length=cfg["decode_src_len"] + 1)
+    settings = ExportSettings.of(extra_length=extra_length, max_input_length=cfg["decode_src_len"] + 1)
     source = pc.random_decode_src(cfg)
     source_pieces = [[pieces[index] for index in row] for row in source.tolist()]
     with_eos = np.concatenate([source, np.full([len(source), 1], beam_search.EOS_ID)], axis=1)
@@ -454,7 +456,7 @@ def ctranslate2_row(hparams, cfg, modes, seed, compute_type) -> dict:
                     f"{results[name]['out_tokens_per_sentence']} (see without_eos)."
                 )
             library = batch_decoding.decode_batch(
-                model, with_eos, beam_size=beam_size, alpha=cfg["beam_alpha"], extra_length=extra_length
+                model, with_eos, SearchSettings(beam_size=beam_size, alpha=cfg["beam_alpha"], extra_length=extra_length)
             )[0]
             results[name]["check_equals_decode_batch"] = round(
                 float(np.mean(output == library[:, : output.shape[1]])), 4

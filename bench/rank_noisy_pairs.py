@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from t2t_lite import registry  # noqa: E402
-from t2t_lite.decode import inference, scoring  # noqa: E402
+from t2t_lite.decode import decode_settings, model_loading, scoring  # noqa: E402
 from t2t_lite.run_dir import model_info  # noqa: E402
 
 
@@ -59,8 +59,8 @@ def main(argv=None):
     shuffled = derangement(len(pairs), np.random.default_rng(args.seed))
     noisy = pairs + [(pairs[index][0], pairs[other][1]) for index, other in enumerate(shuffled)]
     is_true = np.arange(len(noisy)) < len(pairs)
-    model = inference.load_model_for_decoding(problem, hparams, args.data_dir, args.output_dir)
-    scores = scoring.score_pairs(model, vocabulary, noisy, inference.DecodeHParams(batch_size=64))
+    model = model_loading.load_model_for_decoding(problem, hparams, args.data_dir, args.output_dir)
+    scores = scoring.score_pairs(model, vocabulary, noisy, decode_settings.DecodeHParams.of(batch_size=64))
     total = np.array([score.log_probability for score in scores])
     per_token = total / np.array([len(score.per_token) for score in scores])
     print(f"{len(pairs)} true pairs of {args.problem} {args.split} and {len(pairs)} mismatched ones (seed {args.seed})")

@@ -202,15 +202,73 @@ class HParams:
 
 def check_name(config_class, name: str) -> None:
     """Raises HParamsError, with the nearest and all valid names, for a name `config_class` lacks."""
-    names = [field.name for field in dataclasses.fields(config_class)]
+    names = list(field_types(config_class))
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise HParamsError(f"Unknown hparam {name!r}.{hint} Valid names: {', '.join(sorted(names))}.")
 
 
+def field_types(config_class) -> dict:
+    """{name: type} of a dataclass' settings, a field that holds a settings dataclass counted by its own fields.
+
+    So a composed settings object (t2t-decoder's, holding the search's) takes one flat
+    `--decode_hparams` namespace, each name still defined once, by the class it belongs to.
+    """
+    types = {}
+    for name, kind in typing.get_type_hints(config_class).items():
+        types.update(field_types(kind) if dataclasses.is_dataclass(kind) else {name: kind})
+    return types
+
+
+def setting(default, help: str, *, flag: str = None, choices=None):
+    """A settings field that a tool's flag sets: its default, its help, and the flag's name (default: the field's).
+
+    The flag is generated from the field (`t2t_lite.cli.settings_flags`), so a setting is written once:
+    `train_steps: int = setting(250000, "Optimizer updates to train for.")`. `choices` makes an enum flag.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices})
+
+
+class Composed:
+    """Flat construction for a settings dataclass that composes others (t2t-decoder's, an export's).
+
+    DecodeHParams.of(beam_size=3, batch_size=2)      # the search's field and the run's, by name
+    settings.replaced(xla=True)                     # a copy, one name changed wherever it lives
+    """
+
+    @classmethod
+    def of(cls, **values):
+        return compose(cls, values)
+
+    def replaced(self, **changes):
+        for name in changes:
+            check_name(type(self), name)
+        return compose(type(self), {**flat_values(self), **changes})
+
+
+def compose(config_class, values: dict):
+    """An instance of `config_class` from flat {name: value} (`field_types`' names); absent names keep defaults."""
+    changes = {}
+    for name, kind in typing.get_type_hints(config_class).items():
+        if dataclasses.is_dataclass(kind):
+            changes[name] = compose(kind, values)
+        elif name in values:
+            changes[name] = values[name]
+    return config_class(**changes)
+
+
+def flat_values(settings) -> dict:
+    """{name: value} of a (composed) settings object, the names `compose` takes: what a run records."""
+    values = {}
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        values.update(flat_values(value) if dataclasses.is_dataclass(value) else {field.name: value})
+    return values
+
+
 def parse_overrides(config_class, overrides: str) -> dict:
-    """`"name=value,name=value"` -> {name: typed value} for the fields of a dataclass.
+    """`"name=value,name=value"` -> {name: typed value} for the fields of a dataclass (`field_types`).
 
     Used by HParams (--hparams) and by the decoder's settings (--decode_hparams), so
     both accept the same syntax and fail the same way.
@@ -220,13 +278,20 @@ def parse_overrides(config_class, overrides: str) -> dict:
         if not item:
             continue
         if "=" not in item:
-            first = dataclasses.fields(config_class)[0]
-            raise HParamsError(f"Override {item!r} is not of the form name=value (e.g. {first.name}={first.default}).")
+            raise HParamsError(f"Override {item!r} is not of the form name=value (e.g. {_example(config_class)}).")
         name, text = (part.strip() for part in item.split("=", 1))
         if name in changes:  # which one was meant? say so rather than let the last win
             raise HParamsError(f"hparam {name} is given twice ({name}={changes[name]!r} and {item!r}); keep one.")
         changes[name] = _parse_value(config_class, name, text)
     return changes
+
+
+def _example(config_class) -> str:
+    """`name=default` of the first setting (of the first composed one, if the class starts with one)."""
+    first = dataclasses.fields(config_class)[0]
+    if dataclasses.is_dataclass(first.default):
+        return _example(type(first.default))
+    return f"{first.name}={first.default}"
 
 
 # The JSON names of what json.loads gives, and of what each field type takes.
@@ -238,7 +303,7 @@ _EXPECTED_IN_JSON = {int: "a whole number", float: "a number", bool: "true or fa
 def _json_value(config_class, name: str, value):
     """A value read from JSON as the field's type: an int field takes 128 (or 128.0), never 128.5 or "128"."""
     check_name(config_class, name)
-    kind = typing.get_type_hints(config_class)[name]
+    kind = field_types(config_class)[name]
     if kind is float and type(value) in (int, float):
         return float(value)
     if kind is int and type(value) is float and value.is_integer():
@@ -250,8 +315,8 @@ def _json_value(config_class, name: str, value):
 
 def _parse_value(config_class, name: str, text: str):
     check_name(config_class, name)
-    kind = typing.get_type_hints(config_class)[name]
-    names = ", ".join(sorted(field.name for field in dataclasses.fields(config_class)))
+    kind = field_types(config_class)[name]
+    names = ", ".join(sorted(field_types(config_class)))
     try:
         if kind is bool:
             lowered = text.lower()

@@ -365,7 +365,7 @@ def _prepare() -> frozenset:
     from tensorflow.python.eager import context
 
     from t2t_lite import registry  # noqa: F401
-    from t2t_lite.decode import beam_search, inference, scoring  # noqa: F401
+    from t2t_lite.decode import beam_search, scoring, translation  # noqa: F401
     from t2t_lite.serve import export  # noqa: F401
     from t2t_lite.train import trainer  # noqa: F401
 

@@ -1,5 +1,6 @@
 """Beam search against exhaustive search and the GNMT formula; model decoding against teacher forcing."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite.decode import batch_decoding, beam_search
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParams
 from t2t_lite.model.transformer import Transformer
 
@@ -230,7 +232,7 @@ def sentences(lengths, seed=0):
 
 def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
     inputs = sentences([6, 4, 9])
-    ids, _ = batch_decoding.decode_batch(model, inputs, beam_size=1, alpha=0.6, extra_length=3)
+    ids, _ = batch_decoding.decode_batch(model, inputs, SearchSettings(beam_size=1, alpha=0.6, extra_length=3))
     logits = model({"inputs": inputs, "targets": ids}).numpy()
     for row, length in enumerate([6, 4, 9]):
         emitted = hypothesis(ids[row], length + 3)
@@ -242,9 +244,9 @@ def test_greedy_decoding_is_the_argmax_of_teacher_forcing(model):
 def test_cached_decoding_equals_full_recomputation(model, beam_size):
     inputs = sentences([5, 7])
     # The settings of the XLA test below: decode_batch traces once per model and settings, and the model is shared.
-    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
-    cached_ids, cached_scores = batch_decoding.decode_batch(model, inputs, **settings)
-    full_ids, full_scores = batch_decoding.decode_batch(model, inputs, use_cache=False, **settings)
+    search, settings = SearchSettings(beam_size=beam_size, alpha=0.6, extra_length=3), dict(return_beams=True)
+    cached_ids, cached_scores = batch_decoding.decode_batch(model, inputs, search, **settings)
+    full_ids, full_scores = batch_decoding.decode_batch(model, inputs, search, use_cache=False, **settings)
     np.testing.assert_array_equal(cached_ids, full_ids)
     np.testing.assert_allclose(cached_scores, full_scores, rtol=1e-4)
 
@@ -253,9 +255,9 @@ def test_cached_decoding_equals_full_recomputation(model, beam_size):
 def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, beam_size):
     # Rows end by EOS and by their own limits (lengths 4, 15, 12 + 3) at different steps.
     inputs = sentences([4, 15, 12], seed=3)
-    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
-    ids, scores = batch_decoding.decode_batch(model, inputs, **settings)
-    xla_ids, xla_scores = batch_decoding.decode_batch(model, inputs, xla=True, **settings)
+    search, settings = SearchSettings(beam_size=beam_size, alpha=0.6, extra_length=3), dict(return_beams=True)
+    ids, scores = batch_decoding.decode_batch(model, inputs, search, **settings)
+    xla_ids, xla_scores = batch_decoding.decode_batch(model, inputs, dataclasses.replace(search, xla=True), **settings)
     # The same 0-padded ids; the XLA ids stop at the last non-zero column, not at the last step run.
     assert xla_ids.shape[-1] <= ids.shape[-1] and not ids[..., xla_ids.shape[-1] :].any()
     np.testing.assert_array_equal(xla_ids, ids[..., : xla_ids.shape[-1]])
@@ -264,7 +266,9 @@ def test_xla_decoding_with_a_preallocated_cache_equals_the_growing_cache(model, 
 
 def test_static_shapes_need_a_static_input_length(model):
     decode = tf.function(
-        lambda batch: beam_search.decode(model, batch, beam_size=2, alpha=0.6, extra_length=1, static_shapes=True),
+        lambda batch: beam_search.decode(
+            model, batch, SearchSettings(beam_size=2, alpha=0.6, extra_length=1, xla=True)
+        ),
         input_signature=[tf.TensorSpec([None, None], tf.int32)],
     )
     with pytest.raises(ValueError, match="static length"):
@@ -273,9 +277,9 @@ def test_static_shapes_need_a_static_input_length(model):
 
 def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
     batch = sentences([4, 15, 12], seed=3)
-    settings = dict(beam_size=4, alpha=0.6, extra_length=3, return_beams=True)
-    alone_ids, alone_scores = batch_decoding.decode_batch(model, batch[:1, :4], **settings)
-    batch_ids, batch_scores = batch_decoding.decode_batch(model, batch, **settings)
+    search, settings = SearchSettings(beam_size=4, alpha=0.6, extra_length=3), dict(return_beams=True)
+    alone_ids, alone_scores = batch_decoding.decode_batch(model, batch[:1, :4], search, **settings)
+    batch_ids, batch_scores = batch_decoding.decode_batch(model, batch, search, **settings)
     length = alone_ids.shape[2]
     np.testing.assert_array_equal(batch_ids[0, :, :length], alone_ids[0])
     assert not batch_ids[0, :, length:].any()
@@ -285,14 +289,16 @@ def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
 
 @pytest.mark.parametrize("inputs", [[[EOS]], [[0, 0, 0], [5, 6, EOS]]], ids=["only-eos", "all-padding"])
 def test_an_empty_input_decodes(model, inputs):
-    ids, scores = batch_decoding.decode_batch(model, np.array(inputs, np.int32), beam_size=4, alpha=0.6, extra_length=2)
+    ids, scores = batch_decoding.decode_batch(
+        model, np.array(inputs, np.int32), SearchSettings(beam_size=4, alpha=0.6, extra_length=2)
+    )
     assert ids.shape[0] == len(inputs) and np.all(np.isfinite(scores))
     for row, source in zip(ids, inputs):  # each row within its own limit: real input length + extra_length,
         # and one step for a row of padding only (batch padding, which must not keep the search going)
         assert np.count_nonzero(row) <= (np.count_nonzero(source) + 2 if np.any(source) else 1)
     if len(inputs) == 2:  # the all-padding row does not disturb its neighbour
         alone_ids, alone_scores = batch_decoding.decode_batch(
-            model, np.array(inputs[1:], np.int32), beam_size=4, alpha=0.6, extra_length=2
+            model, np.array(inputs[1:], np.int32), SearchSettings(beam_size=4, alpha=0.6, extra_length=2)
         )
         np.testing.assert_array_equal(ids[1, : alone_ids.shape[1]], alone_ids[0])
         np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)
@@ -357,15 +363,17 @@ def test_greedy_search_follows_the_prefix_then_the_argmax():
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_an_empty_prefix_decodes_as_no_prefix_and_a_prefix_is_kept_in_the_output(model, beam_size):
     inputs = sentences([5, 7, 4], seed=2)
-    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=3, return_beams=True)
-    plain_ids, plain_scores = batch_decoding.decode_batch(model, inputs, **settings)
+    search, settings = SearchSettings(beam_size=beam_size, alpha=0.6, extra_length=3), dict(return_beams=True)
+    plain_ids, plain_scores = batch_decoding.decode_batch(model, inputs, search, **settings)
     prefixes = np.array([[0, 0], [9, 10], [0, 0]], np.int32)  # rows 0 and 2: no prefix
-    ids, scores = batch_decoding.decode_batch(model, inputs, prefixes=prefixes, **settings)
+    ids, scores = batch_decoding.decode_batch(model, inputs, search, prefixes=prefixes, **settings)
     for row in (0, 2):
         np.testing.assert_array_equal(ids[row, :, : plain_ids.shape[2]], plain_ids[row])
         np.testing.assert_allclose(scores[row], plain_scores[row], rtol=1e-4)
     best = ids[1, 0]
     assert list(best[:2]) == [9, 10] and np.count_nonzero(best) <= 7 + 3 + 2  # its limit grows by the prefix
-    xla_ids, xla_scores = batch_decoding.decode_batch(model, inputs, prefixes=prefixes, xla=True, **settings)
+    xla_ids, xla_scores = batch_decoding.decode_batch(
+        model, inputs, dataclasses.replace(search, xla=True), prefixes=prefixes, **settings
+    )
     np.testing.assert_array_equal(xla_ids, ids[..., : xla_ids.shape[-1]])
     np.testing.assert_allclose(xla_scores, scores, rtol=1e-4)

@@ -12,7 +12,7 @@ import test_trainer
 from test_trainer import logged_scalars, train
 
 from t2t_lite import registry
-from t2t_lite.decode import inference
+from t2t_lite.decode import model_loading
 from t2t_lite.run_dir import averaging, checkpoints, model_info
 from t2t_lite.train import best_checkpoint
 from t2t_lite.train.early_stopping import EarlyStopping
@@ -60,7 +60,7 @@ def test_the_decoder_exporter_and_averager_read_best_as_a_checkpoint_directory(
     best = best_checkpoint.best_dir(run)
     hparams = model_info.read_hparams(best)
     problem = registry.problem(model_info.read_problem_info(best)["problem"])
-    model = inference.load_model_for_decoding(problem, hparams, reverse_data, best)
+    model = model_loading.load_model_for_decoding(problem, hparams, reverse_data, best)
     reference = model_info.restore_model(os.path.join(run, "ckpt-2"), hparams, model.vocab_size)
     for kept, trained in zip(model.variables, reference.variables):
         np.testing.assert_array_equal(kept.numpy(), trained.numpy())

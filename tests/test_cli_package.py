@@ -11,7 +11,7 @@ import sys
 PROBE = """
 import importlib, json, os, pkgutil, sys
 import absl.app, keras, tensorflow
-import t2t_lite.decode.translate, t2t_lite.evaluate.bleu, t2t_lite.insights.server, t2t_lite.serve.export
+import t2t_lite.decode.translation, t2t_lite.evaluate.bleu, t2t_lite.insights.server, t2t_lite.serve.export
 import t2t_lite.train.trainer
 before = dict(os.environ), list(sys.meta_path), os.fstat(2).st_ino
 import t2t_lite.cli

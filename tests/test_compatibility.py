@@ -15,7 +15,8 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export's graph uses)
 
 from t2t_lite import registry
-from t2t_lite.decode import batch_decoding, beam_search, inference
+from t2t_lite.decode import batch_decoding, beam_search, model_loading
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.run_dir import model_info
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "written_before_regroup"
@@ -26,7 +27,7 @@ def restored_model():
     model_dir = str(FIXTURE / "train")
     info = model_info.read_problem_info(model_dir)
     problem = registry.problem(info["problem"])
-    model = inference.load_model_for_decoding(
+    model = model_loading.load_model_for_decoding(
         problem, model_info.read_hparams(model_dir), str(FIXTURE / "data"), model_dir
     )
     return model, problem.vocabulary(str(FIXTURE / "data"))
@@ -57,7 +58,9 @@ def test_export_written_before_translates_as_the_current_decoder():
     for row, ids in enumerate(encoded):
         batch[row, : len(ids)] = ids
     ids, scores = batch_decoding.decode_batch(
-        model, batch, beam_size=settings["beam_size"], alpha=settings["alpha"], extra_length=settings["extra_length"]
+        model,
+        batch,
+        SearchSettings(beam_size=settings["beam_size"], alpha=settings["alpha"], extra_length=settings["extra_length"]),
     )
     assert [text.decode("utf-8") for text in served["outputs"].numpy()] == [vocabulary.decode(row) for row in ids]
     np.testing.assert_allclose(served["scores"].numpy(), scores, rtol=1e-5)

@@ -23,7 +23,8 @@ from t2t_lite import cpu_features, registry
 from t2t_lite.cli import flags as cli_flags
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, scoring
-from t2t_lite.decode.inference import DecodeHParams
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParams
 from t2t_lite.run_dir import averaging, checkpoints, model_info
 from t2t_lite.serve import ctranslate2_export, export
@@ -136,7 +137,9 @@ def greedy_mismatches(model, translator, version, sources):
     """Sources whose greedy translations differ between the engines where t2t_lite's top two are > 1e-5 apart,
     and how many hypotheses contain id 0 and how many ran to the length limit."""
     inputs = [source + [vocabulary.EOS_ID] for source in sources]
-    ids, _ = batch_decoding.decode_batch(model, padded(inputs), beam_size=1, alpha=0.6, extra_length=EXTRA_LENGTH)
+    ids, _ = batch_decoding.decode_batch(
+        model, padded(inputs), SearchSettings(beam_size=1, alpha=0.6, extra_length=EXTRA_LENGTH)
+    )
     mismatches, with_padding, at_limit = [], 0, 0
     for source, row in zip(inputs, ids):
         ours = [int(i) for i in row]
@@ -249,7 +252,7 @@ def test_score_batch_equals_what_t2t_decoder_score_file_writes(trained_export):
     vocab = trained_export["vocab"]
     sentences = random_sentences(seed=5, count=6)
     pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences]
-    ours = scoring.score_pairs(trained_export["model"], vocab, pairs, DecodeHParams(batch_size=4))
+    ours = scoring.score_pairs(trained_export["model"], vocab, pairs, DecodeHParams.of(batch_size=4))
     translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
     sources, targets = ([vocab.encode(side) for side in sides] for sides in zip(*pairs))
     theirs = ct2_log_probs(translator, trained_export["version"], sources, targets)

@@ -12,7 +12,8 @@ from test_trainer import SMALL, logged_scalars, run_cli
 
 from t2t_lite.data import datagen
 from t2t_lite.decode import dev_bleu
-from t2t_lite.decode.inference import DecodeHParams, translate
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.translation import translate
 from t2t_lite.problems.translate_files import TranslateFiles
 
 # The fixture model reverses the order of words; the last references are wrong on purpose.
@@ -37,7 +38,7 @@ def test_dev_bleu_is_sacrebleu_of_the_first_lines_decoded_as_the_decoder_does(fi
     """The first 4 dev examples in file order: their text decoded by `translate` and scored by sacrebleu."""
     problem, data_dir = fixture_dev
     model, vocabulary = restored_model()
-    settings = DecodeHParams(beam_size=2, alpha=0.6, batch_size=3)
+    settings = DecodeHParams.of(beam_size=2, alpha=0.6, batch_size=3)
     examples = read_records(tf.io.gfile.glob(problem.filepattern(data_dir, "dev"))[0])[:4]
     sources = [vocabulary.decode(inputs) for inputs, _ in examples]
     references = [vocabulary.decode(targets) for _, targets in examples]

@@ -24,10 +24,12 @@ from absl import flags as absl_flags
 from t2t_lite import registry
 from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import batch_decoding, beam_search, inference
+from t2t_lite.decode import batch_decoding, beam_search, decode_settings, model_loading, translation
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParamsError
 from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.serve import export, xla_buckets
+from t2t_lite.serve.export_settings import ExportSettings, export_settings
 
 WORDS = (
     "der die das haus katze hund über grün straße läuft schnell the cat dog house green street runs quickly"
@@ -141,7 +143,7 @@ def setup(built_once):
         "vocab": problem.vocabulary(data_dir),
         "root": root,
         "hparams": hparams,
-        "model": inference.load_model_for_decoding(problem, hparams, data_dir, train_dir),
+        "model": model_loading.load_model_for_decoding(problem, hparams, data_dir, train_dir),
     }
 
 
@@ -153,7 +155,9 @@ def library_translations(setup, sentences):
     vocab, keep = setup["vocab"], DECODE["max_input_length"] - 1
     batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
     ids, scores = batch_decoding.decode_batch(
-        setup["model"], batch, beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"]
+        setup["model"],
+        batch,
+        SearchSettings(beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"]),
     )
     return [vocab.decode(row) for row in ids], scores, ids
 
@@ -313,7 +317,7 @@ def test_layout_assets_and_variables(setup):
     with open(os.path.join(version_dir, "assets", export.EXPORT_CONFIG_FILE)) as file:
         config = json.load(file)
     assert config["problem"] == "translate_files" and config["step"] == STEP
-    sampling = {"sampling_temp": 1.0, "sampling_keep_top_k": -1, "sampling_seed": 1}
+    sampling = {"sampling_method": "argmax", "sampling_temp": 1.0, "sampling_keep_top_k": -1, "sampling_seed": 1}
     assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": "", **sampling}
     assert config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
@@ -413,10 +417,12 @@ XLA_SENTENCES = random_sentences(seed=3, count=70, max_words=4)
 def test_xla_export_translates_as_t2t_decoder_xla(xla_loaded, setup, count):
     """Same strings as t2t-decoder --decode_hparams=xla=true, in every batch bucket and over max_batch_size
     sentences (decoded in chunks: 8 + 1, and 8 × 8 + 6)."""
-    decoder = inference.DecodeHParams(DECODE["beam_size"], DECODE["alpha"], DECODE["extra_length"], xla=True)
+    decoder = decode_settings.DecodeHParams.of(
+        beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"], xla=True
+    )
     sentences = XLA_SENTENCES[:count]
     outputs = xla_loaded.signatures["serving_default"](inputs=tf.constant(sentences))
-    expected = inference.translate(setup["model"], setup["vocab"], sentences, decoder, progress=False)
+    expected = translation.translate(setup["model"], setup["vocab"], sentences, decoder, progress=False)
     assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
     np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
 
@@ -426,10 +432,9 @@ def test_xla_export_ids_signature_gives_decode_batch_xla_ids(xla_loaded, setup):
     ids, _ = batch_decoding.decode_batch(
         setup["model"],
         batch,
-        beam_size=DECODE["beam_size"],
-        alpha=DECODE["alpha"],
-        extra_length=DECODE["extra_length"],
-        xla=True,
+        SearchSettings(
+            beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"], xla=True
+        ),
     )
     served = xla_loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
     # Both are 0-padded after EOS; only the width of that padding may differ.
@@ -544,17 +549,21 @@ def test_exporter_flag_errors(setup, tmp_path):
 
 def test_export_hparams_follow_the_decoder_precedence():
     base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
-    assert export.export_hparams(base, files) == export.ExportHParams(4, 0.6, 50, 256, xla=False)
-    assert export.export_hparams(base, files, "xla=true").xla
+    assert export_settings(base, files) == ExportSettings.of(
+        beam_size=4, alpha=0.6, extra_length=50, max_input_length=256, xla=False
+    )
+    assert export_settings(base, files, "xla=true").search.xla
     parsing = registry.problem("parsing_wsj")
-    assert export.export_hparams(base, parsing, "max_input_length=100") == export.ExportHParams(21, 0.3, 300, 100)
+    assert export_settings(base, parsing, "max_input_length=100") == ExportSettings.of(
+        beam_size=21, alpha=0.3, extra_length=300, max_input_length=100
+    )
     with pytest.raises(HParamsError, match="beam_size"):
-        export.export_hparams(base, files, "beam_sise=2")
+        export_settings(base, files, "beam_sise=2")
     with pytest.raises(ValueError, match="max_input_length"):
-        export.export_hparams(base, files, "max_input_length=0")
-    assert export.export_hparams(base, files).max_batch_size == 64  # as the docs' batching.pbtxt
+        export_settings(base, files, "max_input_length=0")
+    assert export_settings(base, files).max_batch_size == 64  # as the docs' batching.pbtxt
     with pytest.raises(ValueError, match="max_batch_size must be ≥ 1"):
-        export.export_hparams(base, files, "max_batch_size=0")
+        export_settings(base, files, "max_batch_size=0")
 
 
 def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
@@ -562,8 +571,8 @@ def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
     sentences = random_sentences(seed=21, count=4)
     prefixes = [sentences[0].split()[-1], "", " ".join(sentences[2].split()[-2:]), ""]
     served = loaded.signatures["translate_prefix"](inputs=tf.constant(sentences), prefixes=tf.constant(prefixes))
-    settings = inference.DecodeHParams(beam_size=3, alpha=0.6, extra_length=4)
-    expected = inference.translate(
+    settings = decode_settings.DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=4)
+    expected = translation.translate(
         setup["model"], setup["vocab"], sentences, settings, progress=False, prefixes=prefixes
     )
     assert [text.decode() for text in served["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
@@ -573,10 +582,10 @@ def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
 
 def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(setup):
     loaded = tf.saved_model.load(setup["version_dir"])
-    settings = inference.DecodeHParams(alpha=0.6, extra_length=4, sampling_method="random", sampling_seed=1)
+    settings = decode_settings.DecodeHParams.of(alpha=0.6, extra_length=4, sampling_method="random", sampling_seed=1)
     for sentence in random_sentences(seed=22, count=3):  # one a batch: a draw depends on the row it is in
         served = loaded.signatures["sample"](inputs=tf.constant([sentence]))
-        expected = inference.translate(setup["model"], setup["vocab"], [sentence], settings, progress=False)[0]
+        expected = translation.translate(setup["model"], setup["vocab"], [sentence], settings, progress=False)[0]
         assert served["outputs"].numpy()[0].decode() == expected.hypotheses[0]
         assert served["scores"].numpy()[0] == pytest.approx(expected.scores[0], rel=1e-4)
 
@@ -640,7 +649,7 @@ def quantized_test_batch(setup):
 def test_a_quantized_export_decodes_as_the_quantized_library(quantized, setup):
     """The same ids as decode_batch on the model converted by the library."""
     mode, _, loaded = quantized
-    converted = inference.load_model_for_decoding(
+    converted = model_loading.load_model_for_decoding(
         registry.problem("translate_files"),
         setup["hparams"],
         str(setup["root"] / "data"),
@@ -654,10 +663,9 @@ def test_a_quantized_export_decodes_as_the_quantized_library(quantized, setup):
     ids, _ = batch_decoding.decode_batch(
         converted,
         batch,
-        beam_size=DECODE["beam_size"],
-        alpha=DECODE["alpha"],
-        extra_length=DECODE["extra_length"],
-        xla=True,
+        SearchSettings(
+            beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"], xla=True
+        ),
     )
     outputs = loaded.signatures[export.IDS_SIGNATURE](inputs=tf.constant(batch))["outputs"].numpy()
     np.testing.assert_array_equal(outputs[:, : ids.shape[1]], ids)

@@ -18,14 +18,15 @@ import pytest
 from absl import flags as absl_flags
 from headless_chromium import DevTools, canvas_geometry, heat_map_cells, needs_chromium
 from test_attention_page import page_attention
-from test_inference import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
+from test_translation import HPARAMS, trained  # noqa: F401 (a fixture: tiny random-weight model and its data)
 
 from t2t_lite.cli import t2t_insights as insights_cli
-from t2t_lite.decode.inference import DecodeHParams, translate
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.translation import translate
 from t2t_lite.insights import server as insights
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETTINGS = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
+SETTINGS = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=3)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ int8:      s_W[j] = 127 / max_i |W[i, j]|,  W_q = round(W · s_W);  s_x = 127 / 
 bfloat16:  y[j] = Σ_i bf16(x[i]) · bf16(W[i, j]), bf16 = rounding to 8 significant bits, to nearest, ties to even
 """
 
+import dataclasses
 import functools
 import gc
 import weakref
@@ -15,7 +16,8 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.decode import batch_decoding, beam_search, inference, quantization
+from t2t_lite.decode import batch_decoding, beam_search, decode_settings, quantization
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParams, HParamsError
 from t2t_lite.model.embedding import SharedEmbedding
 from t2t_lite.model.transformer import Transformer
@@ -164,10 +166,12 @@ def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
     shapes and kernels change nothing but the order of float32 sums."""
     _, converted = tiny_pair(mode)
     inputs = sentences([5, 7, 11], seed=4)
-    settings = dict(beam_size=beam_size, alpha=0.6, extra_length=4, return_beams=True)
-    cached_ids, cached_scores = batch_decoding.decode_batch(converted, inputs, **settings)
-    full_ids, full_scores = batch_decoding.decode_batch(converted, inputs, use_cache=False, **settings)
-    xla_ids, xla_scores = batch_decoding.decode_batch(converted, inputs, xla=True, **settings)
+    search = SearchSettings(beam_size=beam_size, alpha=0.6, extra_length=4)
+    cached_ids, cached_scores = batch_decoding.decode_batch(converted, inputs, search, return_beams=True)
+    full_ids, full_scores = batch_decoding.decode_batch(converted, inputs, search, return_beams=True, use_cache=False)
+    xla_ids, xla_scores = batch_decoding.decode_batch(
+        converted, inputs, dataclasses.replace(search, xla=True), return_beams=True
+    )
     # Another order of float32 sums moves an activation by an ulp, and now and then that flips its
     # rounding to bfloat16 (8 mantissa bits): a score moves by up to ~1e-3 relative (1.5e-3 seen on an
     # AVX2-only AMD Zen 3, whose kernels block the sums differently; under 1e-4 on AVX-512 hosts).
@@ -189,11 +193,11 @@ def assert_same_beams(ids, scores, expected_ids, expected_scores, rtol):
 
 def test_an_unknown_mode_names_the_flag_and_the_choices():
     problem, hparams = registry.problem("algorithmic_reverse"), registry.hparams("transformer_tiny")
-    assert inference.decode_hparams(hparams, problem, "quantize=int8").quantize == "int8"
-    assert inference.decode_hparams(hparams, problem).quantize == ""
-    assert inference.decode_hparams(hparams, problem, "quantize=bfloat16").quantize == "bfloat16"
+    assert decode_settings.decode_hparams(hparams, problem, "quantize=int8").quantize == "int8"
+    assert decode_settings.decode_hparams(hparams, problem).quantize == ""
+    assert decode_settings.decode_hparams(hparams, problem, "quantize=bfloat16").quantize == "bfloat16"
     with pytest.raises(HParamsError, match=r"--decode_hparams: quantize='int4'.*'int8' or 'bfloat16'"):
-        inference.decode_hparams(hparams, problem, "quantize=int4")
+        decode_settings.decode_hparams(hparams, problem, "quantize=int4")
 
 
 # -- the note for a mode slower than float32 on this CPU --------------------------------------------

@@ -1,17 +1,19 @@
 """Sampling (tensor2tensor's sampling_method=random): draws follow the model's softmax, tempered and cut to
 the top k; temperature 0 is greedy decoding; a seed fixes the samples; cache and XLA draw the same."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_inference import HPARAMS, run_decoder, trained  # noqa: F401 (a fixture: tiny random-weight model)
+from test_translation import HPARAMS, run_decoder, trained  # noqa: F401 (a fixture: tiny random-weight model)
 
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import batch_decoding
-from t2t_lite.decode.inference import DecodeHParams, decode_hparams, translate
-from t2t_lite.decode.sampling import Sampling
+from t2t_lite.decode.decode_settings import DecodeHParams, decode_hparams
+from t2t_lite.decode.search_settings import SearchSettings
+from t2t_lite.decode.translation import translate
 from t2t_lite.hparam import HParamsError
 
 LINES = ["3 4 5", "1 2 3 4 5 6", "7", "9 9 1 2", "2 2"]
@@ -28,11 +30,20 @@ def first_step_probabilities(model, temperature=1.0, top_k=0):
     return probabilities / probabilities.sum()
 
 
-def sampled_first_tokens(model, sampling, count):
-    """The first token of `count` samples for SOURCE: one batch of `count` identical rows, each drawn apart."""
-    ids, _ = batch_decoding.decode_batch(
-        model, np.array([SOURCE] * count, np.int32), beam_size=1, alpha=0.0, extra_length=0, sampling=sampling
+def drawing(temperature, top_k, seed, **search):
+    """The search settings that draw with temperature T among the top k (0: all) tokens, from `seed`."""
+    return SearchSettings(
+        sampling_method="random",
+        sampling_temp=temperature,
+        sampling_keep_top_k=top_k or -1,
+        sampling_seed=seed,
+        **{"beam_size": 1, "alpha": 0.0, **search},
     )
+
+
+def sampled_first_tokens(model, search, count):
+    """The first token of `count` samples for SOURCE: one batch of `count` identical rows, each drawn apart."""
+    ids, _ = batch_decoding.decode_batch(model, np.array([SOURCE] * count, np.int32), search)
     return ids[:, 0]
 
 
@@ -46,7 +57,7 @@ def test_first_tokens_are_drawn_from_the_tempered_softmax(trained, temperature, 
     """Pearson's chi-square test at significance 0.001 (categories expecting fewer than 5 draws pooled)."""
     model = trained[1]
     count = 4000
-    tokens = sampled_first_tokens(model, Sampling(temperature, top_k, seed=7), count)
+    tokens = sampled_first_tokens(model, drawing(temperature, top_k, seed=7, extra_length=0), count)
     expected = first_step_probabilities(model, temperature, top_k) * count
     observed = np.bincount(tokens, minlength=len(expected)).astype(np.float64)
     assert observed[expected == 0].sum() == 0  # nothing drawn outside the top k
@@ -63,9 +74,7 @@ def test_first_tokens_are_drawn_from_the_tempered_softmax(trained, temperature, 
 def test_top_k_never_draws_outside_the_k_best_at_any_step(trained):  # noqa: F811
     model = trained[1]
     inputs = np.array([[5, 6, 7, 8, 9, 10, EOS_ID]] * 64, np.int32)
-    ids, _ = batch_decoding.decode_batch(
-        model, inputs, beam_size=1, alpha=0.0, extra_length=4, sampling=Sampling(1.5, 2, seed=3)
-    )
+    ids, _ = batch_decoding.decode_batch(model, inputs, drawing(1.5, 2, seed=3, extra_length=4))
     targets = np.where(ids > 0, ids, 0).astype(np.int32)
     logits = model({"inputs": tf.constant(inputs), "targets": tf.constant(targets)}, training=False).numpy()
     second_best = np.sort(logits, axis=-1)[..., -2]
@@ -76,7 +85,7 @@ def test_top_k_never_draws_outside_the_k_best_at_any_step(trained):  # noqa: F81
 
 
 def settings(**changes):
-    return DecodeHParams(**{"beam_size": 4, "alpha": 0.6, "extra_length": 3, **changes})
+    return DecodeHParams.of(**{"beam_size": 4, "alpha": 0.6, "extra_length": 3, **changes})
 
 
 def test_temperature_zero_is_greedy_decoding(trained):  # noqa: F811
@@ -128,13 +137,15 @@ def test_the_cache_draws_as_the_full_recomputation_and_xla_draws_from_the_same_d
     random generator: its samples are others, repeatable for a seed, and scored as the model scores them."""
     model = trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID, 0], [9, 9, 3, 4, EOS_ID], [2, EOS_ID, 0, 0, 0]], np.int32)
-    options = dict(beam_size=1, alpha=0.0, extra_length=4, sampling=Sampling(1.0, 0, seed=11))
-    full = batch_decoding.decode_batch(model, inputs, use_cache=False, **options)
-    cached = batch_decoding.decode_batch(model, inputs, **options)
+    search = drawing(1.0, 0, seed=11, extra_length=4)
+    full = batch_decoding.decode_batch(model, inputs, search, use_cache=False)
+    cached = batch_decoding.decode_batch(model, inputs, search)
     np.testing.assert_array_equal(cached[0], full[0])
     np.testing.assert_allclose(cached[1], full[1], rtol=1e-5)
-    xla = batch_decoding.decode_batch(model, inputs, xla=True, **options)
-    np.testing.assert_array_equal(batch_decoding.decode_batch(model, inputs, xla=True, **options)[0], xla[0])
+    xla = batch_decoding.decode_batch(model, inputs, dataclasses.replace(search, xla=True))
+    np.testing.assert_array_equal(
+        batch_decoding.decode_batch(model, inputs, dataclasses.replace(search, xla=True))[0], xla[0]
+    )
     for ids, scores in (cached, xla):  # α = 0: a sample's score is its log-probability
         np.testing.assert_allclose(scores, teacher_forced_log_probability(model, inputs, ids, 4), atol=1e-4)
 
@@ -174,8 +185,6 @@ def test_samples_continue_a_target_prefix(trained):  # noqa: F811
     model = trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID]] * 8, np.int32)
     prefixes = np.array([[9, 4]] * 4 + [[0, 0]] * 4, np.int32)  # four rows forced to start 9 4, four free
-    ids, _ = batch_decoding.decode_batch(
-        model, inputs, beam_size=1, alpha=0.0, extra_length=3, sampling=Sampling(1.5, 0, seed=2), prefixes=prefixes
-    )
+    ids, _ = batch_decoding.decode_batch(model, inputs, drawing(1.5, 0, seed=2, extra_length=3), prefixes=prefixes)
     assert all(list(row[:2]) == [9, 4] for row in ids[:4])
     assert len({tuple(row[2:]) for row in ids[:4]}) > 1  # drawn after the prefix, not forced further

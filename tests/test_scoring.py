@@ -10,12 +10,13 @@ import pytest
 import tensorflow as tf
 from test_compatibility import FIXTURE, restored_model
 from test_export import random_sentences, setup  # noqa: F401 (a fixture: the trained export)
-from test_inference import run_decoder
+from test_translation import run_decoder
 
 from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import quantization, scoring
-from t2t_lite.decode.inference import DecodeHParams, translate
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.translation import translate
 
 SOURCES = ["die katze läuft", "der hund", "grün haus straße", "haus", "der die das katze hund"]
 
@@ -41,7 +42,7 @@ def test_scores_equal_each_pairs_log_softmax_computed_alone(model_and_vocabulary
     targets = ["läuft katze die", "hund der", "haus", "straße haus grün der", "katze"]
     pairs = list(zip(SOURCES, targets))
     # Two pairs a batch: sorted by length, padded, and put back in the file's order.
-    scores = scoring.score_pairs(model, vocabulary, pairs, DecodeHParams(batch_size=2))
+    scores = scoring.score_pairs(model, vocabulary, pairs, DecodeHParams.of(batch_size=2))
     for (source, target), score in zip(pairs, scores):
         expected = unbatched_log_probs(model, vocabulary, source, target)
         np.testing.assert_allclose(score.per_token, expected, rtol=1e-5, atol=1e-5)
@@ -62,21 +63,21 @@ def greedy_and_scored(model, vocabulary, settings):
 
 def test_greedy_decoding_without_length_penalty_scores_its_output_as_scoring_does(model_and_vocabulary):
     model, vocabulary = model_and_vocabulary
-    greedy, scored = greedy_and_scored(model, vocabulary, DecodeHParams(beam_size=1, alpha=0.0, extra_length=10))
+    greedy, scored = greedy_and_scored(model, vocabulary, DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=10))
     np.testing.assert_allclose(scored, greedy, atol=1e-4)
 
 
 def test_xla_and_int8_score_as_their_own_decoders(model_and_vocabulary):
     model, vocabulary = model_and_vocabulary
-    xla = DecodeHParams(beam_size=1, alpha=0.0, extra_length=10, xla=True, batch_size=4)
+    xla = DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=10, xla=True, batch_size=4)
     greedy, scored = greedy_and_scored(model, vocabulary, xla)
     np.testing.assert_allclose(scored, greedy, atol=1e-4)
-    plain = scoring.score_pairs(model, vocabulary, [(s, s) for s in SOURCES], DecodeHParams())
+    plain = scoring.score_pairs(model, vocabulary, [(s, s) for s in SOURCES], DecodeHParams.of())
     compiled = scoring.score_pairs(model, vocabulary, [(s, s) for s in SOURCES], xla)
     np.testing.assert_allclose([s.log_probability for s in compiled], [s.log_probability for s in plain], atol=1e-4)
 
     int8 = quantization.quantize_for_decoding(restored_model()[0], "int8")
-    greedy, scored = greedy_and_scored(int8, vocabulary, DecodeHParams(beam_size=1, alpha=0.0, extra_length=10))
+    greedy, scored = greedy_and_scored(int8, vocabulary, DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=10))
     np.testing.assert_allclose(scored, greedy, atol=1e-4)
 
 
@@ -136,7 +137,7 @@ def test_the_savedmodels_score_signature_gives_the_same_numbers(setup):  # noqa:
     loaded = tf.saved_model.load(setup["version_dir"])
     sentences = random_sentences(seed=8, count=5)
     pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences] + [("ein satz", "\xff")]
-    expected = scoring.score_pairs(setup["model"], setup["vocab"], pairs[:-1], DecodeHParams(batch_size=2))
+    expected = scoring.score_pairs(setup["model"], setup["vocab"], pairs[:-1], DecodeHParams.of(batch_size=2))
     served = loaded.signatures["score"](
         inputs=tf.constant([source.encode("utf-8") for source, _ in pairs[:-1]] + [b"ein satz"]),
         targets=tf.constant([target.encode("utf-8") for _, target in pairs[:-1]] + [b"\xff"]),

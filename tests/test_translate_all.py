@@ -23,14 +23,14 @@ from t2t_lite.cli import flags as cli_flags
 from t2t_lite.cli import t2t_translate_all as translate_all_cli
 from t2t_lite.data import datagen
 from t2t_lite.data.text_lines import read_lines
-from t2t_lite.decode import inference
-from t2t_lite.decode.inference import DecodeHParams
+from t2t_lite.decode import model_loading, translation
+from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.insights import translate_all
 from t2t_lite.run_dir import checkpoints, model_info
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
-SETTINGS = DecodeHParams(beam_size=2, alpha=0.6, extra_length=3, batch_size=3)
+SETTINGS = DecodeHParams.of(beam_size=2, alpha=0.6, extra_length=3, batch_size=3)
 SOURCE_LINES = ["3 4 5", "1", "7 7 7 7 7 7", "2 9", "8 1 8"]
 
 
@@ -72,8 +72,8 @@ def save_random_weights(model, manager, step):
 def fresh_decode(problem, data_dir, checkpoint_path):
     """What t2t-decoder gives with this checkpoint alone: a model built and loaded for it (once per process and
     checkpoint; a test that asks again gets the same lines)."""
-    model = inference.load_model_for_decoding(problem, HPARAMS, data_dir, checkpoint_path)
-    translations = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, SETTINGS, progress=False)
+    model = model_loading.load_model_for_decoding(problem, HPARAMS, data_dir, checkpoint_path)
+    translations = translation.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, SETTINGS, progress=False)
     return [translation.hypotheses[0] for translation in translations]
 
 
@@ -191,17 +191,17 @@ def test_int8_translations_of_each_step_equal_that_checkpoint_decoded_alone_in_i
         log=lambda _: None,
     )
     # The second checkpoint is the one a reused int8 model would get wrong (the first is loaded fresh anyway).
-    model = inference.load_model_for_decoding(
+    model = model_loading.load_model_for_decoding(
         problem, HPARAMS, data_dir, os.path.join(model_dir, "ckpt-20"), quantize="int8"
     )
-    alone = inference.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
+    alone = translation.translate(model, problem.vocabulary(data_dir), SOURCE_LINES, int8, progress=False)
     assert read_lines(str(tmp_path / "src.txt-20")) == [t.hypotheses[0] for t in alone]
     assert read_lines(str(tmp_path / "src.txt-10")) != read_lines(str(tmp_path / "src.txt-20"))
 
 
 def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path, monkeypatch):
     problem, _, data_dir, model_dir, source = run
-    real_translate, calls = inference.translate, []
+    real_translate, calls = translation.translate, []
 
     def interrupted_on_second_checkpoint(*args, **kwargs):
         calls.append(1)
@@ -209,7 +209,7 @@ def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path,
             raise KeyboardInterrupt
         return real_translate(*args, **kwargs)
 
-    monkeypatch.setattr(inference, "translate", interrupted_on_second_checkpoint)
+    monkeypatch.setattr(translation, "translate", interrupted_on_second_checkpoint)
     with pytest.raises(KeyboardInterrupt):
         translate_all.translate_all(
             translator(problem, data_dir),
@@ -221,7 +221,7 @@ def test_an_interrupted_run_leaves_no_file_for_the_step_it_was_on(run, tmp_path,
             log=lambda message: None,
         )
     assert os.listdir(tmp_path) == ["src.txt-10"]
-    monkeypatch.setattr(inference, "translate", real_translate)
+    monkeypatch.setattr(translation, "translate", real_translate)
     messages = []
     written = translate_all.translate_all(
         translator(problem, data_dir), model_dir, source, SOURCE_LINES, str(tmp_path), min_steps=10, log=messages.append

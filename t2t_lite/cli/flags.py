@@ -114,11 +114,11 @@ def check_model_flag() -> None:
 
 def trained_hparams(model_dir: str):
     """--hparams_set (+ --hparams) if given, else the hparams.json beside the checkpoints (+ --hparams)."""
-    from t2t_lite.decode import inference  # TensorFlow: only for the tools that load a model
+    from t2t_lite.decode import model_loading  # TensorFlow: only for the tools that load a model
     from t2t_lite.run_dir import checkpoints
 
     try:
-        return inference.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
+        return model_loading.load_hparams(FLAGS.hparams_set, FLAGS.hparams, model_dir)
     except registry.RegistryError as error:
         raise UsageError(f"--hparams_set: {error}") from None
     except HParamsError as error:
@@ -129,16 +129,19 @@ def trained_hparams(model_dir: str):
 
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
-    from t2t_lite.decode import inference, quantization  # TensorFlow: only for the tools that decode
+    from t2t_lite.decode import (  # TensorFlow: only for the tools that decode
+        decode_settings,
+        quantization,
+    )
 
     try:
-        settings = inference.decode_hparams(hparams, problem, FLAGS.decode_hparams)
+        settings = decode_settings.decode_hparams(hparams, problem, FLAGS.decode_hparams)
     except (HParamsError, ValueError) as error:
         message = str(error)
         raise UsageError(
             message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}"
         ) from None
-    note = quantization.speed_note(settings.quantize, settings.xla)
+    note = quantization.speed_note(settings.quantize, settings.search.xla)
     if note:
         print(note, file=sys.stderr)
     return settings
@@ -149,11 +152,11 @@ def trained_model(problem, hparams, quantize: str = ""):
 
     `quantize` is the decode settings' (e.g. "int8"), applied once the float32 weights are restored.
     """
-    from t2t_lite.decode import inference
+    from t2t_lite.decode import model_loading
 
     try:
         vocabulary = problem.vocabulary(FLAGS.data_dir)
-        model = inference.load_model_for_decoding(
+        model = model_loading.load_model_for_decoding(
             problem, hparams, FLAGS.data_dir, FLAGS.checkpoint_path or FLAGS.output_dir, FLAGS.model, quantize
         )
     except FileNotFoundError as error:  # CheckpointError too

@@ -18,7 +18,7 @@ from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.data import datagen, text_lines
-from t2t_lite.decode import decode_files, inference, scoring
+from t2t_lite.decode import decode_files, encoded_inputs, input_notes, scoring, translation
 from t2t_lite.insights import attention_readout
 
 FLAGS = flags.FLAGS
@@ -81,20 +81,20 @@ def main(argv):
         return
     if lines is not None:
         try:
-            translations = inference.translate(model, vocabulary, lines, settings, prefixes=prefixes)
-        except inference.BadInputError as error:
+            translations = translation.translate(model, vocabulary, lines, settings, prefixes=prefixes)
+        except encoded_inputs.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         decode_files.write_lines(output, (t.line(settings.writes_several) for t in translations))
-        note = inference.truncation_note(translations, settings, "line")
+        note = input_notes.truncation_note(translations, settings, "line")
         warning = _longer_than_trained(model, hparams, settings, translations, "line")
     else:
         try:
             translations = decode_files.decode_split(
                 model, problem, FLAGS.data_dir, FLAGS.decode_split, settings, output
             )
-        except (FileNotFoundError, inference.BadInputError, datagen.DamagedShardError) as error:
+        except (FileNotFoundError, encoded_inputs.BadInputError, datagen.DamagedShardError) as error:
             raise t2t_flags.UsageError(f"--decode_split={FLAGS.decode_split}: {error}") from None
-        note = inference.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
+        note = input_notes.truncation_note(translations, settings, f"{FLAGS.decode_split} example")
         warning = _longer_than_trained(model, hparams, settings, translations, f"{FLAGS.decode_split} example")
     print(f"Wrote {len(translations)} decodings to {output}")
     for said in (note, warning):
@@ -114,7 +114,7 @@ def _score(problem, hparams, settings):
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     try:
         scores = scoring.score_pairs(model, vocabulary, pairs, settings)
-    except inference.BadInputError as error:
+    except encoded_inputs.BadInputError as error:
         raise t2t_flags.UsageError(f"--score_file={FLAGS.score_file}: {error}") from None
     decode_files.write_lines(output, (score.line(settings.score_per_token) for score in scores))
     print(f"Wrote {len(scores)} scores (natural log of P(target | source)) to {output}")
@@ -124,8 +124,8 @@ def _longer_than_trained(model, hparams, settings, translations, noun):
     """The warning for inputs read whole beyond the longest example trained on (max_input_size cuts instead)."""
     if settings.max_input_size:
         return ""
-    limit, reason = inference.max_input_ids(model, hparams, settings)
-    return inference.longer_than_trained_note(translations, limit, reason, noun)
+    limit, reason = input_notes.max_input_ids(model, hparams, settings)
+    return input_notes.longer_than_trained_note(translations, limit, reason, noun)
 
 
 def _check_paths():
@@ -174,8 +174,8 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
     source = FLAGS.decode_from_file or f"the {FLAGS.decode_split} split"
     details = (
         f"{problem.name}, {source}: {len(translations)} sentence(s) decoded with "
-        f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.beam_size}, "
-        f"alpha={settings.alpha}, extra_length={settings.extra_length})."
+        f"{FLAGS.checkpoint_path or FLAGS.output_dir} (beam_size={settings.search.beam_size}, "
+        f"alpha={settings.search.alpha}, extra_length={settings.search.extra_length})."
     )
     attention_readout.write_attention_page(
         model, vocabulary, translations, page, title=f"Attention and beams: {problem.name}", details=details

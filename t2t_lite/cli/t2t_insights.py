@@ -10,7 +10,7 @@ free port and prints it.
 from absl import flags
 
 from t2t_lite.cli import flags as t2t_flags
-from t2t_lite.decode import inference
+from t2t_lite.decode import input_notes
 from t2t_lite.insights import server
 
 FLAGS = flags.FLAGS
@@ -42,7 +42,7 @@ def main(argv):
     settings = t2t_flags.decode_settings(hparams, problem)
     checkpoint = FLAGS.checkpoint_path or FLAGS.output_dir
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
-    limit, reason = inference.max_input_ids(model, hparams, settings)
+    limit, reason = input_notes.max_input_ids(model, hparams, settings)
     page = server.Insights(
         model,
         vocabulary,
@@ -50,8 +50,8 @@ def main(argv):
         max_input_ids=limit,
         limit_reason=reason,
         title=f"t2t-insights: {problem.name}",
-        details=f"{checkpoint}: beam_size={settings.beam_size}, alpha={settings.alpha}, "
-        f"extra_length={settings.extra_length}.",
+        details=f"{checkpoint}: beam_size={settings.search.beam_size}, alpha={settings.search.alpha}, "
+        f"extra_length={settings.search.extra_length}.",
     )
     try:
         http_server = server.make_server(page, FLAGS.host, FLAGS.port)

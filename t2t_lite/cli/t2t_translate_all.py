@@ -15,7 +15,7 @@ from absl import flags as absl_flags
 
 from t2t_lite.cli import flags
 from t2t_lite.data import text_lines
-from t2t_lite.decode import inference
+from t2t_lite.decode import encoded_inputs
 from t2t_lite.insights import translate_all
 
 FLAGS = flags.FLAGS
@@ -61,7 +61,7 @@ def main(argv):
             wait_minutes=FLAGS.wait_minutes,
             average_last_n=FLAGS.average_last_n,
         )
-    except inference.InputTooLongError as error:
+    except encoded_inputs.InputTooLongError as error:
         raise flags.UsageError(f"--source={source}: {error}") from None
     except FileNotFoundError as error:  # no checkpoints, a missing vocabulary, a problem.json that disagrees
         raise flags.UsageError(str(error)) from None

@@ -24,9 +24,10 @@ Empty slots (a row with fewer than `beam_size` distinct hypotheses) score -inf.
 `greedy_search` is the beam-1 decoder (tensor2tensor also switches to an argmax loop
 for beam 1): it follows the argmax token until EOS or the limit, or, given a
 `sampling.Sampling`, a token drawn from the model's distribution. `decode` drives
-both with a model's cache API (`encode`, `initial_cache`,
-`decode_step`, wrapped by `model_steps`); `use_cache=False` instead re-runs the whole model (encoder included)
-over the prefix at every step, the slow reference that the cache must equal.
+both, as one `SearchSettings` (t2t_lite/decode/search_settings.py) says, with a model's
+cache API (`encode`, `initial_cache`, `decode_step`, wrapped by `model_steps`);
+`use_cache=False` instead re-runs the whole model (encoder included) over the prefix at
+every step, the slow reference that the cache must equal.
 """
 
 import numpy as np
@@ -35,6 +36,7 @@ import tensorflow as tf
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import model_steps, target_prefix
 from t2t_lite.decode import sampling as sampling_lib
+from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.decode.top_k import offset_top_k
 
 START_ID = 0  # The decoder's start symbol: targets are shifted right with 0 (padding).
@@ -234,15 +236,13 @@ def greedy_search(
 def decode(
     model,
     inputs,
+    search: SearchSettings,
     *,
-    beam_size,
-    alpha,
-    extra_length,
     use_cache=True,
     eos_id=EOS_ID,
-    static_shapes=False,
-    sampling: "sampling_lib.Sampling" = None,
     prefixes=None,
+    seed=None,
+    sample=0,
 ):
     """Translates a batch with `model`'s cache API; traceable inside a tf.function or SavedModel.
 
@@ -250,21 +250,22 @@ def decode(
       model: a `Transformer` (or any model with `vocab_size`, `encode`, `initial_cache` and
         `decode_step`, and for use_cache=False `decoder_hidden` and `logits`).
       inputs: int32 [batch, src_len], 0-padded, EOS included as in training data.
-      beam_size: 1 decodes greedily (`greedy_search`), more runs `beam_search`.
-      alpha: length penalty exponent.
-      extra_length: each sentence may emit up to (its own non-padding length + extra_length)
-        tokens, so the result of a sentence does not depend on the rest of its batch; a row of
-        padding only emits one.
+      search: the `SearchSettings`: beam_size 1 decodes greedily (`greedy_search`), more runs
+        `beam_search`, with the length penalty α; each sentence may emit up to (its own non-padding
+        length + extra_length) tokens, so the result of a sentence does not depend on the rest of its
+        batch (a row of padding only emits one); sampling_method=random draws each token instead
+        (`sampling.Sampling`, one hypothesis); xla=True makes every shape static, as XLA compilation
+        needs (`inputs` must have a static length): the cache is preallocated for src_len +
+        extra_length steps and written in place, and the ids come back at that length (zeros after
+        the last step).
       use_cache: False re-runs the whole model, encoder included, over the prefix at every
         step (slow; the reference the cached decoding must equal).
       eos_id: the id that ends a sentence; benchmarks pass -1 to decode to the full length.
-      static_shapes: every shape static, as XLA compilation needs (`inputs` must have a
-        static length): the cache is preallocated for src_len + extra_length steps and
-        written in place, and the ids come back at that length (zeros after the last step).
-      sampling: draw each token (`sampling.Sampling`) instead of searching; needs beam_size 1.
       prefixes: None, or int32 [batch, P], 0-padded target prefixes: each output starts with its
         row's prefix and the search (or sampling) continues from there; a row's length limit grows
         by its prefix's length. An all-zero row decodes as without a prefix.
+      seed, sample: the draws' seed (default: search.sampling_seed) and the sample's number, Python
+        ints or int32 scalars (a traced search takes them as arguments); only read when sampling.
 
     Returns (ids int32 [batch, beam, length], scores float32 [batch, beam]) as beam_search.
     """
@@ -273,26 +274,33 @@ def decode(
     lengths = tf.reduce_sum(tf.cast(inputs != 0, tf.int32), axis=1)
     # A row of padding only (a batch padded to a static shape; a sentence has at least EOS) stops
     # after one step, rather than keep the whole batch decoding to its extra_length limit.
-    decode_length = tf.where(lengths > 0, lengths + extra_length, 0)
+    decode_length = tf.where(lengths > 0, lengths + search.extra_length, 0)
     if prefixes is not None:
         prefixes = tf.convert_to_tensor(prefixes, tf.int32)
         decode_length += tf.reduce_sum(tf.cast(prefixes > 0, tf.int32), axis=1)
     initial_ids = tf.fill([batch_size], START_ID)
     max_length = None
-    if static_shapes:
+    if search.xla:
         if inputs.shape[1] is None or not use_cache:
-            raise ValueError("decode(static_shapes=True) needs use_cache=True and inputs of a static length.")
-        max_length = inputs.shape[1] + extra_length + (0 if prefixes is None else prefixes.shape[1])
+            raise ValueError("decode(search.xla=True) needs use_cache=True and inputs of a static length.")
+        max_length = inputs.shape[1] + search.extra_length + (0 if prefixes is None else prefixes.shape[1])
+    beam_size = search.beam_width
     slot_states = None
     if use_cache:
         symbols_to_logits_fn, states, slot_states = model_steps.cached_step(model, inputs, beam_size, max_length)
     else:
         symbols_to_logits_fn, states = model_steps.uncached_step(model, inputs, beam_size), None
-    if sampling is not None and beam_size != 1:
-        raise ValueError(f"decode(sampling=...) draws one token per step: beam_size must be 1 (got {beam_size}).")
     if beam_size == 1:
         return greedy_search(
-            symbols_to_logits_fn, initial_ids, decode_length, alpha, eos_id, states, max_length, sampling, prefixes
+            symbols_to_logits_fn,
+            initial_ids,
+            decode_length,
+            search.alpha,
+            eos_id,
+            states,
+            max_length,
+            search.sampling(seed, sample),
+            prefixes,
         )
     return beam_search(
         symbols_to_logits_fn,
@@ -300,7 +308,7 @@ def decode(
         beam_size,
         decode_length,
         model.vocab_size,
-        alpha,
+        search.alpha,
         eos_id,
         states,
         max_length=max_length,

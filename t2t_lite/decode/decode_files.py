@@ -9,16 +9,19 @@ import os
 import sys
 
 from t2t_lite.data import datagen
-from t2t_lite.decode import inference
+from t2t_lite.decode import input_notes
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.encoded_inputs import BadInputError
+from t2t_lite.decode.translation import translate
 
 
 def default_output_path(
-    input_path: str, model_name: str, hparams_set: str, problem_name: str, settings: inference.DecodeHParams
+    input_path: str, model_name: str, hparams_set: str, problem_name: str, settings: DecodeHParams
 ) -> str:
     """tensor2tensor's name for the decodes of --decode_from_file without --decode_to_file."""
     return (
         f"{input_path}.{model_name}.{hparams_set or 'hparams'}.{problem_name}"
-        f".beam{settings.beam_size}.alpha{settings.alpha}.decodes"
+        f".beam{settings.search.beam_size}.alpha{settings.search.alpha}.decodes"
     )
 
 
@@ -36,7 +39,7 @@ def decode_split(
     problem,
     data_dir: str,
     split: str,
-    settings: inference.DecodeHParams,
+    settings: DecodeHParams,
     output_path: str,
     *,
     progress: bool = True,
@@ -54,7 +57,7 @@ def decode_split(
     for example in problem.dataset(split, data_dir).as_numpy_iterator():
         sources.append(vocabulary.decode(example["inputs"]))
         references.append(vocabulary.decode(example["targets"]))
-    translations = inference.translate(model, vocabulary, sources, settings, progress=progress)
+    translations = translate(model, vocabulary, sources, settings, progress=progress)
     write_lines(output_path, (translation.line(settings.writes_several) for translation in translations))
     base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
     write_lines(base + ".inputs", sources)
@@ -62,16 +65,14 @@ def decode_split(
     return translations
 
 
-def decode_interactive(
-    model, vocabulary, settings: inference.DecodeHParams, stdin=sys.stdin, stdout=sys.stdout
-) -> None:
+def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
     """Reads a sentence per line from stdin and prints its decoding, until end of input."""
     for line in stdin:
         try:
-            translation = inference.translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
-        except inference.BadInputError as error:  # one bad line ends no session
+            translation = translate(model, vocabulary, [line.rstrip("\n")], settings, progress=False)[0]
+        except BadInputError as error:  # one bad line ends no session
             print(str(error).replace("input line 1", "this line"), file=sys.stderr, flush=True)
             continue
         if translation.truncated:
-            print(inference.input_note(translation), file=sys.stderr, flush=True)
+            print(input_notes.input_note(translation), file=sys.stderr, flush=True)
         print(translation.line(settings.writes_several), file=stdout, flush=True)

@@ -7,18 +7,25 @@ both detokenized from ids (`Vocabulary.decode`, which stops at EOS). Only the fi
 affordable on a CPU (`--eval_bleu_lines`).
 """
 
-from t2t_lite.decode import batch_decoding, inference
+import dataclasses
+
+from t2t_lite.decode import batch_decoding
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.encoded_inputs import pad_batch
 from t2t_lite.evaluate import bleu
 
 
 class DevBleu:
     """`DevBleu(problem, data_dir, settings, lines)(model)` → {"bleu": sacreBLEU of those lines}."""
 
-    def __init__(self, problem, data_dir: str, settings: inference.DecodeHParams, lines: int):
+    def __init__(self, problem, data_dir: str, settings: DecodeHParams, lines: int):
         if lines < 1:
             raise ValueError(f"--eval_bleu_lines={lines}: must be at least 1.")
         self.vocabulary = problem.vocabulary(data_dir)
-        self.settings = settings
+        self.batch_size = settings.batch_size
+        # The search of t2t-decoder without XLA (the dev lines' lengths would each compile it again)
+        # and without sampling: the metric judges the checkpoint's best translations.
+        self.search = dataclasses.replace(settings.search, xla=False, sampling_method="argmax")
         examples = problem.dataset("dev", data_dir, shuffle_files=False).take(lines)
         pairs = [(example["inputs"].numpy().tolist(), example["targets"].numpy()) for example in examples]
         # Shortest first: batches of similar lengths pad least.
@@ -28,14 +35,8 @@ class DevBleu:
 
     def __call__(self, model) -> dict:
         translations = []
-        size = self.settings.batch_size
+        size = self.batch_size
         for first in range(0, len(self.inputs), size):
-            ids, _ = batch_decoding.decode_batch(
-                model,
-                inference.pad_batch(self.inputs[first : first + size]),
-                beam_size=self.settings.beam_size,
-                alpha=self.settings.alpha,
-                extra_length=self.settings.extra_length,
-            )
+            ids, _ = batch_decoding.decode_batch(model, pad_batch(self.inputs[first : first + size]), self.search)
             translations += [self.vocabulary.decode(row) for row in ids]
         return {"bleu": bleu.evaluate(translations, self.references).sacrebleu}

@@ -25,21 +25,14 @@ class Sampling:
     """How `greedy_search` picks tokens when it samples.
 
     `temperature` and `keep_top_k` shape the traced graph; `seed` and `sample` may be int32 tensors, so that a
-    traced search takes them as arguments and one trace serves every seed and sample (`seeded`).
+    traced search takes them as arguments and one trace serves every seed and sample
+    (`SearchSettings.sampling`, t2t_lite/decode/search_settings.py, makes it).
     """
 
     temperature: float = 1.0  # T: 0 is argmax; above 1 flatter, below 1 sharper than the model.
     keep_top_k: int = 0  # Draw among the k most probable tokens only; 0 = all of them.
     seed: int = 0  # With `sample`, fixes every draw.
     sample: int = 0  # Which of several samples per input this is.
-
-    def unseeded(self) -> "Sampling":
-        """What a traced search depends on: these settings without their seed and sample index."""
-        return dataclasses.replace(self, seed=0, sample=0)
-
-    def seeded(self, seed_and_sample) -> "Sampling":
-        """These settings drawing with the seed and sample index of an int32 [2] tensor."""
-        return dataclasses.replace(self, seed=seed_and_sample[0], sample=seed_and_sample[1])
 
     def choose(self, step_log_probs, step):
         """int32 [batch] tokens for float32 [batch, vocab] log-probabilities at decoding step `step`."""

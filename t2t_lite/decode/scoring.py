@@ -16,7 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import text_lines
-from t2t_lite.decode.inference import XLA_LENGTH_BUCKET, BadInputError, DecodeHParams, encode_line, pad_batch
+from t2t_lite.decode.decode_settings import DecodeHParams
+from t2t_lite.decode.encoded_inputs import XLA_LENGTH_BUCKET, BadInputError, encode_line, pad_batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +57,12 @@ def score_pairs(model, vocabulary, pairs, settings: DecodeHParams) -> list:
     sources = [encode_line(vocabulary, source, number) for number, (source, _) in enumerate(pairs, start=1)]
     targets = [encode_line(vocabulary, target, number) for number, (_, target) in enumerate(pairs, start=1)]
     order = sorted(range(len(pairs)), key=lambda index: (len(targets[index]), len(sources[index])))
-    step = compiled_token_log_probs(model, settings.xla)
+    step = compiled_token_log_probs(model, settings.search.xla)
     results = [None] * len(pairs)
     for first in range(0, len(order), settings.batch_size):
         batch = order[first : first + settings.batch_size]
-        rows = settings.batch_size if settings.xla else 0  # XLA: one shape per length bucket
-        multiple = XLA_LENGTH_BUCKET if settings.xla else 1
+        rows = settings.batch_size if settings.search.xla else 0  # XLA: one shape per length bucket
+        multiple = XLA_LENGTH_BUCKET if settings.search.xla else 1
         inputs = pad_batch([sources[index] for index in batch], rows, multiple)
         target_ids = pad_batch([targets[index] for index in batch], rows, multiple)
         terms = step(tf.constant(inputs), tf.constant(target_ids)).numpy()

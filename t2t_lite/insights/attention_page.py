@@ -88,7 +88,7 @@ def sentence_data(source: str, source_tokens, target_tokens, beams, attention, n
       source_tokens, target_tokens: the labels of the encoder and decoder positions.
       beams: [(hypothesis text, score), ...], best first; the attention is that of the first.
       attention: {"encoder_self", "decoder_self", "encoder_decoder"} -> list per layer of
-        [heads, queries, keys] weights in [0, 1] (see `inference.attention_weights`).
+        [heads, queries, keys] weights in [0, 1] (see `attention_readout.attention_weights`).
       note: shown beside the sentence, e.g. that its input was truncated.
     """
     tokens = {"source": list(source_tokens), "target": list(target_tokens)}

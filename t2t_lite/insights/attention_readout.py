@@ -11,11 +11,12 @@ import os
 import numpy as np
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import inference
+from t2t_lite.decode import input_notes
+from t2t_lite.decode.translation import Translation
 from t2t_lite.insights import attention_page
 
 
-def attention_weights(model, translation: inference.Translation) -> dict:
+def attention_weights(model, translation: Translation) -> dict:
     """The attention of the best hypothesis, read back through the model (teacher-forced).
 
     Returns {"encoder_self", "decoder_self", "encoder_decoder"} -> list per layer of
@@ -37,7 +38,7 @@ def attention_sentences(model, vocabulary, translations) -> list:
             *_tokens(vocabulary, translation),
             zip(translation.hypotheses, translation.scores),
             attention_weights(model, translation),
-            inference.input_note(translation),
+            input_notes.input_note(translation),
         )
         for translation in translations
     ]
@@ -64,7 +65,7 @@ def attention_pictures(model, vocabulary, translations, directory: str) -> list:
     return written
 
 
-def _tokens(vocabulary, translation: inference.Translation) -> tuple:
+def _tokens(vocabulary, translation: Translation) -> tuple:
     """The labels of the encoder and decoder positions (one per id) for the attention pictures."""
     return _pieces(vocabulary, translation.source_ids), _pieces(vocabulary, translation.ids or [EOS_ID])
 

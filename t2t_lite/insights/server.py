@@ -1,7 +1,7 @@
 """t2t-insights: a local page where one types a sentence and sees its translation, beams and attention.
 
 The successor of tensor2tensor's insights server. `Insights` decodes what was typed with a
-loaded checkpoint (`inference.translate`, the decoder's beam search) and answers with the
+loaded checkpoint (`translation.translate`, the decoder's beam search) and answers with the
 attention and beam page of `t2t_lite.insights.attention_page`, the same page `t2t-decoder
 --attention_dir` writes, with a form above it. One sentence per line, up to MAX_SENTENCES.
 
@@ -28,7 +28,7 @@ import threading
 import traceback
 import urllib.parse
 
-from t2t_lite.decode import inference
+from t2t_lite.decode import decode_settings, encoded_inputs, translation
 from t2t_lite.insights import attention_page, attention_readout
 
 MAX_BODY_BYTES = 64 * 1024  # A form of a few sentences is far smaller; larger requests are refused (413).
@@ -46,7 +46,7 @@ class Insights:
         self,
         model,
         vocabulary,
-        settings: inference.DecodeHParams,
+        settings: decode_settings.DecodeHParams,
         *,
         max_input_ids: int,
         limit_reason: str = "the model's limit",
@@ -83,15 +83,15 @@ class Insights:
             for number, line in enumerate(lines, start=1):
                 self._check_length(number, line)
             with self._lock:
-                translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
+                translations = translation.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
                 return attention_readout.attention_sentences(self.model, self.vocabulary, translations), ""
-        except inference.BadInputError as error:
+        except encoded_inputs.BadInputError as error:
             return [], f"{error}".replace("input line", "Line", 1)
 
     def _check_length(self, number: int, line: str) -> None:
-        length = len(inference.encode_line(self.vocabulary, line, number))
+        length = len(encoded_inputs.encode_line(self.vocabulary, line, number))
         if length > self.max_input_ids:
-            raise inference.BadInputError(
+            raise encoded_inputs.BadInputError(
                 f"input line {number} has {length} subword ids (EOS included); this model takes at most "
                 f"{self.max_input_ids} ({self.limit_reason}). Shorten or split it."
             )

@@ -21,7 +21,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.decode import decode_files, inference
+from t2t_lite.decode import decode_files, decode_settings, model_loading, translation
 from t2t_lite.run_dir import averaging, checkpoints
 
 POLL_SECONDS = 30  # how often to look for a new checkpoint while waiting
@@ -36,7 +36,7 @@ def translation_path(translations_dir: str, source_path: str, step: int, average
 class CheckpointTranslator:
     """One model, loaded on first use, whose weights each checkpoint replaces in turn."""
 
-    def __init__(self, problem, hparams, data_dir: str, model_name: str, settings: inference.DecodeHParams):
+    def __init__(self, problem, hparams, data_dir: str, model_name: str, settings: decode_settings.DecodeHParams):
         self.problem, self.hparams, self.data_dir, self.model_name = problem, hparams, data_dir, model_name
         self.settings = settings
         self.vocabulary = problem.vocabulary(data_dir)
@@ -47,12 +47,12 @@ class CheckpointTranslator:
         # The first load also checks problem.json against the problem and vocabulary. A quantized
         # model has int8 or bfloat16 variables where a checkpoint has float32 ones: it is loaded anew each time.
         if self.model is None or self.settings.quantize:
-            self.model = inference.load_model_for_decoding(
+            self.model = model_loading.load_model_for_decoding(
                 self.problem, self.hparams, self.data_dir, checkpoint_path, self.model_name, self.settings.quantize
             )
         else:
             checkpoints.restore_weights(self.model, checkpoint_path)  # every checkpoint of a run: one architecture
-        translations = inference.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
+        translations = translation.translate(self.model, self.vocabulary, lines, self.settings, progress=False)
         return [translation.line(self.settings.writes_several) for translation in translations]
 
 

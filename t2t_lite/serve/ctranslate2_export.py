@@ -73,10 +73,10 @@ from t2t_lite.serve.export import (
     EXPORT_CONFIG_FILE,
     ExportError,
     check_learned_positions,
-    export_hparams,
     restore_for_export,
     sentencepiece_vocabulary,
 )
+from t2t_lite.serve.export_settings import export_settings
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 SENTENCEPIECE_FILE = "sentencepiece.model"
@@ -218,7 +218,7 @@ def position_table(model, hparams, settings) -> np.ndarray:
     """The positions' table: learned as trained, or our sinusoids for the longest input and output."""
     if hparams.pos == "emb":
         return numpy_weight(model.source_position.table)
-    rows = max(DEFAULT_LEARNED_POSITIONS, settings.max_input_length) + settings.extra_length
+    rows = max(DEFAULT_LEARNED_POSITIONS, settings.max_input_length) + settings.search.extra_length
     return np.asarray(sinusoid_table(np.arange(rows), hparams.hidden_size), np.float32)
 
 
@@ -293,10 +293,10 @@ def sentencepiece_pieces(vocabulary) -> list:
 def translate_options(settings) -> dict:
     """`Translator.translate_batch` options that decode as `t2t-decoder` with these settings."""
     return {
-        "beam_size": settings.beam_size,
-        "length_penalty": settings.alpha,  # CTranslate2's score / length^α, not GNMT's lp(Y)
+        "beam_size": settings.search.beam_size,
+        "length_penalty": settings.search.alpha,  # CTranslate2's score / length^α, not GNMT's lp(Y)
         "max_input_length": settings.max_input_length,
-        "max_decoding_length": f"longest input in subwords + 1 (EOS) + {settings.extra_length}",
+        "max_decoding_length": f"longest input in subwords + 1 (EOS) + {settings.search.extra_length}",
         "min_decoding_length": 0,
     }
 
@@ -350,8 +350,8 @@ def export_ctranslate2(
     vocabulary = sentencepiece_vocabulary(
         problem, data_dir, "a CTranslate2 model is served with the SentencePiece model beside it"
     )
-    settings = export_hparams(hparams, problem, decode_overrides)
-    if settings.xla or settings.quantize:
+    settings = export_settings(hparams, problem, decode_overrides)
+    if settings.search.xla or settings.quantize:
         raise ExportError(
             "--decode_hparams: xla and quantize belong to the SavedModel export; for CTranslate2 give "
             "--ct2_quantization, and the compute_type when loading."

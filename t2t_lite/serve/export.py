@@ -37,9 +37,7 @@ checkpoint's step. The SavedModel is written to a hidden staging directory and
 renamed into place, so a server never sees half an export.
 """
 
-import dataclasses
 import json
-import math
 import os
 import shutil
 import sys
@@ -49,11 +47,12 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import inference, quantization
-from t2t_lite.hparam import parse_overrides
+from t2t_lite.decode import quantization
+from t2t_lite.hparam import flat_values
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.serve import serving_warmup, xla_buckets
+from t2t_lite.serve.export_settings import ExportSettings, export_settings
 from t2t_lite.serve.serving_signatures import serving_module
 
 EXPORT_CONFIG_FILE = "t2t_export.json"
@@ -68,64 +67,17 @@ class ExportError(RuntimeError):
     """The export cannot be written (version exists, vocabulary unsuited); says what to do."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportHParams:
-    """Decode settings baked into an export (`--decode_hparams="beam_size=4,max_input_length=256"`)."""
-
-    beam_size: int = 4  # Beam width; 1 = greedy.
-    alpha: float = 0.6  # Length penalty exponent α of ((5+|Y|)/6)^α.
-    extra_length: int = 50  # Maximum output length = input length + extra_length.
-    max_input_length: int = 256  # Model input ids, EOS included; longer inputs are truncated.
-    xla: bool = False  # XLA-compiled search over the static shapes of t2t_lite.serve.xla_buckets.
-    # The largest batch bucket (TF Serving's batching max_batch_size): with xla, more sentences go in chunks of it.
-    max_batch_size: int = xla_buckets.DEFAULT_MAX_BATCH_SIZE
-    quantize: str = (
-        ""  # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
-    )
-    # The `sample` signature's draws (t2t_lite/decode/sampling.py; tensor2tensor's names).
-    sampling_temp: float = 1.0  # Temperature; 0 = argmax.
-    sampling_keep_top_k: int = -1  # Draw among the k most probable tokens; -1 = all.
-    sampling_seed: int = 1  # Fixes the draws: a batch sent again gets the same samples.
-
-    def __post_init__(self):
-        quantization.check_mode(self.quantize)
-        inference.check_length_penalty(self.alpha)
-        if not 0 <= self.sampling_temp < math.inf or self.sampling_keep_top_k == 0 or self.sampling_keep_top_k < -1:
-            raise ValueError(
-                f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
-                f"(got {self})."
-            )
-        if self.beam_size < 1 or self.extra_length < 0 or self.max_input_length < 1 or self.max_batch_size < 1:
-            raise ValueError(
-                f"--decode_hparams: beam_size, max_input_length and max_batch_size must be ≥ 1 and extra_length ≥ 0 "
-                f"(got {self})."
-            )
-
-
-def export_hparams(hparams, problem, overrides: str = "") -> ExportHParams:
-    """t2t-decoder's precedence (hparams, then the problem's defaults, then `overrides`).
-
-    max_input_length defaults to hparams.max_length, the longest sequence trained on
-    (or the learned-position table's size when max_length is 0).
-    """
-    decode = inference.decode_hparams(hparams, problem)
-    settings = ExportHParams(
-        decode.beam_size, decode.alpha, decode.extra_length, hparams.max_length or DEFAULT_LEARNED_POSITIONS
-    )
-    return dataclasses.replace(settings, **parse_overrides(ExportHParams, overrides))
-
-
 # -- Warm-up ------------------------------------------------------------------------------
-def warmup_shapes(settings: ExportHParams) -> list:
+def warmup_shapes(settings: ExportSettings) -> list:
     """(batch, length) of the warm-up requests: every bucket the XLA export compiles; for the plain
     export, whose graph takes any shape, each batch bucket at the first length bucket."""
-    if settings.xla:
+    if settings.search.xla:
         return xla_buckets.bucket_shapes(settings.max_input_length, settings.max_batch_size)
     first_length = xla_buckets.length_buckets(settings.max_input_length)[0]
     return [(batch, first_length) for batch in xla_buckets.batch_buckets(settings.max_batch_size)]
 
 
-def warmup_requests(vocabulary, settings: ExportHParams) -> list:
+def warmup_requests(vocabulary, settings: ExportSettings) -> list:
     """[(signature, inputs)] for both signatures at each warm-up shape: `batch` copies of a sentence
     whose ids (EOS included) fill the bucket's length, or the longest input when that is shorter."""
     requests = []
@@ -150,14 +102,14 @@ def text_of_length(vocabulary, count: int) -> str:
 
 
 # -- Writing ------------------------------------------------------------------------------
-def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vocabulary_file: str) -> dict:
+def export_config(problem, hparams, settings: ExportSettings, checkpoint: str, vocabulary_file: str) -> dict:
     """The contents of assets/t2t_export.json: what was exported, and how it decodes."""
     return {
         "problem": problem.name,
         "checkpoint": os.path.abspath(checkpoint),
         "step": checkpoints.checkpoint_step(checkpoint),
         "vocabulary": vocabulary_file,
-        "decode_hparams": dataclasses.asdict(settings),
+        "decode_hparams": flat_values(settings),  # by the names --decode_hparams takes
         "hparams": json.loads(hparams.to_json()),
         "signatures": {
             TEXT_SIGNATURE: {
@@ -203,7 +155,7 @@ def export_config(problem, hparams, settings: ExportHParams, checkpoint: str, vo
             "length": list(xla_buckets.length_buckets(settings.max_input_length)),
             "batch": list(xla_buckets.batch_buckets(settings.max_batch_size)),
         }
-        if settings.xla
+        if settings.search.xla
         else None,
         "warmup_requests": {
             "file": serving_warmup.WARMUP_FILE,
@@ -268,7 +220,7 @@ def sentencepiece_vocabulary(problem, data_dir: str, why: str):
     return vocabulary
 
 
-def check_learned_positions(hparams, settings: ExportHParams) -> None:
+def check_learned_positions(hparams, settings: ExportSettings) -> None:
     """A learned position table (pos=emb) ends where it ends: inputs cut to max_input_length must fit it."""
     if hparams.pos == "emb" and settings.max_input_length > (hparams.max_length or DEFAULT_LEARNED_POSITIONS):
         raise ExportError(
@@ -298,9 +250,9 @@ def export_model(
 ) -> str:
     """Writes `<export_dir>/<checkpoint step>/` (SavedModel + assets) and returns that path."""
     vocabulary = sentencepiece_vocabulary(problem, data_dir, "the export tokenizes in-graph with SentencePiece")
-    settings = export_hparams(hparams, problem, decode_overrides)
+    settings = export_settings(hparams, problem, decode_overrides)
     check_learned_positions(hparams, settings)
-    note = quantization.speed_note(settings.quantize, settings.xla)
+    note = quantization.speed_note(settings.quantize, settings.search.xla)
     if note:  # of this CPU: the one the export is made on, often the one it serves on
         print(note, file=sys.stderr)
     checkpoint, final_dir, model = restore_for_export(
@@ -310,11 +262,11 @@ def export_model(
     config = export_config(problem, hparams, settings, checkpoint, os.path.basename(vocabulary.model_path))
     requests = warmup_requests(vocabulary, settings)
     write_saved_model(module, config, vocabulary.model_path, requests, final_dir)
-    compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.xla else ""
+    compiled = f", XLA over {len(warmup_shapes(settings))} bucket shapes" if settings.search.xla else ""
     compiled += f", {settings.quantize} products" if settings.quantize else ""
     print(
-        f"Exported {checkpoint} to {final_dir} (beam {settings.beam_size}, α {settings.alpha}, "
-        f"+{settings.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
+        f"Exported {checkpoint} to {final_dir} (beam {settings.search.beam_size}, α {settings.search.alpha}, "
+        f"+{settings.search.extra_length}, inputs ≤ {settings.max_input_length} ids{compiled}; "
         f"{len(requests)} warm-up requests)"
     )
     return final_dir

@@ -28,15 +28,18 @@ declare their inputs of any rank and check it in the graph (`of_rank`), since a 
 [None] is checked by nobody: TF Serving and a session feed a rank-2 tensor through it, and
 TensorFlow folds the graph's own rank checks away against the declaration.
 
-`settings` is the export's `ExportHParams` (`t2t_lite.serve.export`): beam size, α,
-extra length, max_input_length, xla and the sampling settings, fixed at export.
+`settings` is the export's `ExportSettings` (`t2t_lite.serve.export_settings`): its
+`SearchSettings` (beam size, α, extra length, xla, the sampling settings), max_input_length
+and max_batch_size, fixed at export.
 """
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, normalize_text_in_graph
-from t2t_lite.decode import beam_search, sampling, scoring
+from t2t_lite.decode import beam_search, scoring
 from t2t_lite.serve import xla_buckets
 
 
@@ -64,16 +67,14 @@ def best_hypotheses_fn(model, settings):
     translate_ids), so the export holds that search once; with xla it is compiled, and a bucket
     shape is compiled (and warmed up) once for the two.
     """
-    options = dict(beam_size=settings.beam_size, alpha=settings.alpha, extra_length=settings.extra_length)
+    search = settings.search
     # Every signature is traced without autograph, as batch_decoding.decode_batch: the graph uses TensorFlow's
     # own control flow, and autograph would rewrite the model's layers at each of the export's many traces.
-    if settings.xla:
+    if search.xla:
         compiled = tf.function(
-            lambda batch: beam_search.decode(model, batch, static_shapes=True, **options),
-            jit_compile=True,
-            autograph=False,
+            lambda batch: beam_search.decode(model, batch, search), jit_compile=True, autograph=False
         )
-        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + settings.extra_length
+        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + search.extra_length
 
         def search_in_buckets(inputs):
             ids, scores = xla_buckets.decode_in_buckets(
@@ -86,7 +87,7 @@ def best_hypotheses_fn(model, settings):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def search(inputs):
         def best():
-            ids, scores = beam_search.decode(model, inputs, **options)
+            ids, scores = beam_search.decode(model, inputs, search)
             return ids[:, 0], scores[:, 0]
 
         # The search's length limits reduce over the batch, which fails on an empty one.
@@ -127,11 +128,12 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
         """Ragged ids of the normalized texts; "" where a pair is not valid UTF-8."""
         return tokenizer.tokenize(normalize_text_in_graph(tf.where(utf8, texts, "")))
 
-    def plain_search(inputs, utf8, **options):
-        """The search without XLA (sampling, prefixes): outputs as `translate` gives them."""
+    def plain_search(inputs, utf8, prefixes=None, **changes):
+        """The search without XLA (sampling, prefixes), `changes` made to its settings: outputs as `translate`'s."""
         ids = subwords(inputs, utf8)
+        search = dataclasses.replace(settings.search, xla=False, **changes)
         hypotheses, scores = beam_search.decode(
-            model, model_inputs(ids, settings.max_input_length), extra_length=settings.extra_length, **options
+            model, model_inputs(ids, settings.max_input_length), search, prefixes=prefixes
         )
         return {
             "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(hypotheses[:, 0])), ""),
@@ -146,15 +148,13 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
         inputs, prefixes = sentences(inputs, "inputs"), sentences(prefixes, "prefixes")
         utf8 = valid_utf8(inputs, prefixes)
         forced = subwords(prefixes, utf8).to_tensor(PAD_ID)
-        options = dict(beam_size=settings.beam_size, alpha=settings.alpha, prefixes=tf.cast(forced, tf.int32))
-        return plain_search(inputs, utf8, **options)
+        return plain_search(inputs, utf8, prefixes=tf.cast(forced, tf.int32))
 
     @tf.function(input_signature=[any_rank(tf.string, "inputs")], autograph=False)
     def sample(inputs):
         # One translation drawn from the model's distribution (back-translation), with the export's settings.
         inputs = sentences(inputs, "inputs")
-        draw = sampling.Sampling(settings.sampling_temp, max(settings.sampling_keep_top_k, 0), settings.sampling_seed)
-        return plain_search(inputs, valid_utf8(inputs), beam_size=1, alpha=settings.alpha, sampling=draw)
+        return plain_search(inputs, valid_utf8(inputs), sampling_method="random")
 
     @tf.function(input_signature=[any_rank(tf.string, "inputs")], autograph=False)
     def translate(inputs):

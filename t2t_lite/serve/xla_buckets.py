@@ -13,7 +13,7 @@ for that shape:
     the export decodes sentences of 21 ids measurably slower in a 32-id bucket than in a 24-id
     one, which runs as fast as the XLA decoder on the unpadded ids (docs/benchmarks.md, "Side by
     side with the peers"); a doubling ladder would put them in 32. 16, the smallest bucket, is t2t-decoder's xla=true
-    padding step (`inference.XLA_LENGTH_BUCKET`).
+    padding step (`encoded_inputs.XLA_LENGTH_BUCKET`).
   * batch buckets: 1, 4, 8, 16, 32, 64 (powers of two from 8, so a batch is at most
     half padding from 4 sentences on, and clients' usual 8 and 32 fit exactly; the XLA decoder
     at base spent half its time on padding rows when 32 sentences went into a 64-row bucket),
@@ -36,7 +36,7 @@ its own length limit), so a sentence translates the same in any bucket, and the 
 
 import tensorflow as tf
 
-from t2t_lite.decode.inference import XLA_LENGTH_BUCKET
+from t2t_lite.decode.encoded_inputs import XLA_LENGTH_BUCKET
 
 DEFAULT_MAX_BATCH_SIZE = 64  # the largest batch bucket unless the export sets another
 LENGTH_STEP = 8  # every length bucket is a multiple of it

@@ -21,6 +21,7 @@ import math
 
 import tensorflow as tf
 
+from t2t_lite.hparam import setting
 from t2t_lite.train import tf_config
 
 # Each metric the trainer can judge by, and whether lower is better.
@@ -40,10 +41,27 @@ DECODED_METRICS = ("bleu",)  # not from the teacher-forced evaluation: the train
 class EarlyStopping:
     """The metric that chooses the best checkpoint and, with `steps` > 0, stops the run."""
 
-    metric: str = "loss"  # --eval_early_stopping_metric
-    steps: int = 0  # --eval_early_stopping_steps: stop after this many steps without improvement; 0 = never
-    delta: float = 0.0  # --eval_early_stopping_metric_delta: the least change that counts as improvement
-    minimize: bool = None  # --eval_early_stopping_metric_minimize; None = the metric's own direction
+    metric: str = setting(
+        "loss",
+        "The dev metric that chooses --output_dir/best/ and stops early; bleu decodes the dev split's first "
+        "--eval_bleu_lines lines with --decode_hparams.",
+        flag="eval_early_stopping_metric",
+        choices=sorted(LOWER_IS_BETTER),
+    )
+    steps: int = setting(
+        0,
+        "Stop when --eval_early_stopping_metric has not improved for this many steps (evaluated every "
+        "--local_eval_frequency); 0 = never stop early.",
+        flag="eval_early_stopping_steps",
+    )
+    delta: float = setting(
+        0.0, "The least change of the metric that counts as an improvement.", flag="eval_early_stopping_metric_delta"
+    )
+    minimize: bool = setting(
+        None,
+        "Whether lower is better; default: the metric's own (loss, perplexity lower; the others higher).",
+        flag="eval_early_stopping_metric_minimize",
+    )
 
     def __post_init__(self):
         if self.metric not in LOWER_IS_BETTER:

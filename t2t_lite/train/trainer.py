@@ -48,12 +48,10 @@ from t2t_lite.train import (
     run_length,
     warm_start,
 )
-from t2t_lite.train.early_stopping import EarlyStopping
 from t2t_lite.train.progress import Progress
+from t2t_lite.train.run_settings import RunSettings
 from t2t_lite.train.schedule import adam_optimizer, decay_note, learning_rate_schedule
 from t2t_lite.train.train_step import StepFunctions, UpdateSums, micro_batches_per_step
-
-SCHEDULES = ("train", "evaluate", "train_and_evaluate")
 
 
 class TrainingError(RuntimeError):
@@ -61,37 +59,6 @@ class TrainingError(RuntimeError):
 
 
 # -- The entry point ------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """How one run trains: its length, evaluations, checkpoints, devices and seed (t2t-trainer's flags).
-
-    The model is the HParams' business; nothing here changes the weights a checkpoint holds.
-    """
-
-    train_steps: int = 250000  # Stop at this step (a resumed run counts the steps already made).
-    eval_steps: int = 100  # Dev batches per evaluation; 0 = the whole dev split.
-    local_eval_frequency: int = 1000  # Evaluate every this many steps (schedule "train_and_evaluate").
-    save_checkpoints_steps: int = 1000  # Write ckpt-<step> every this many steps...
-    save_checkpoints_secs: float = 0  # ...or, when > 0, every this many seconds instead (§6.1: 600).
-    keep_checkpoint_max: int = 20  # Keep the newest this many checkpoints.
-    schedule: str = "train_and_evaluate"  # "train", "evaluate" (the latest checkpoint, once) or both.
-    worker_gpu: int = 1  # Local devices to mirror the model on (§5.2); TF_CONFIG spans machines.
-    random_seed: int = 1  # Seeds the weights, dropout and the order of the data.
-    train_minutes: float = 0.0  # Also stop after this many minutes of training; 0 = no bound.
-    fit_train_steps_to_minutes: bool = False  # Choose the step count that ends eq. 3's decay inside train_minutes.
-    summary_steps: int = 100  # A log line and TensorBoard scalars every this many steps.
-    model_name: str = "transformer"  # The registered model.
-    checkpoint_path: str = None  # Resume from this earlier checkpoint of the run instead of the latest.
-    cluster_start_minutes: float = 15.0  # Under TF_CONFIG: how long to wait for every worker; 0 = for ever.
-    warm_start_from: str = None  # Start a new run from this checkpoint's (or run's latest) weights.
-    # The dev metric that chooses best/ and, with steps > 0, stops the run (t2t_lite.train.early_stopping).
-    early_stopping: EarlyStopping = EarlyStopping()
-
-    def __post_init__(self):
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r}: expected one of {', '.join(SCHEDULES)}.")
-
-
 @dataclasses.dataclass
 class _Training:
     """What the loop works with, made once by `train_and_evaluate`."""

@@ -16,8 +16,11 @@ from t2t_lite import registry
 from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.data import datagen
 from t2t_lite.data.text_lines import read_lines as read_input_lines
-from t2t_lite.decode import batch_decoding, inference
-from t2t_lite.decode.inference import DecodeHParams, InputTooLongError, decode_hparams, translate
+from t2t_lite.decode import batch_decoding, input_notes
+from t2t_lite.decode.decode_settings import DecodeHParams, decode_hparams
+from t2t_lite.decode.encoded_inputs import InputTooLongError
+from t2t_lite.decode.search_settings import SearchSettings
+from t2t_lite.decode.translation import translate
 from t2t_lite.hparam import HParamsError
 from t2t_lite.run_dir import checkpoints, model_info
 
@@ -45,11 +48,13 @@ def test_output_in_input_order_equals_each_line_decoded_alone(trained):
     problem, model, data_dir, _ = trained
     vocabulary = problem.vocabulary(data_dir)
     lines = ["1 2 3 4 5 6 7", "4", "9 9 1", "", "2 3 4 5 6 7 8 9 0 1 2 3"]
-    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
+    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=4, batch_size=2)
     batched = translate(model, vocabulary, lines, settings, progress=False)
     for line, translation in zip(lines, batched):
         ids, _ = batch_decoding.decode_batch(
-            model, np.array([vocabulary.encode(line) + [1]], np.int32), beam_size=3, alpha=0.6, extra_length=4
+            model,
+            np.array([vocabulary.encode(line) + [1]], np.int32),
+            SearchSettings(beam_size=3, alpha=0.6, extra_length=4),
         )
         assert translation.source == line
         assert translation.hypotheses[0] == vocabulary.decode(ids[0])
@@ -59,9 +64,9 @@ def test_xla_decoding_gives_the_same_translations(trained):
     problem, model, data_dir, _ = trained
     vocabulary = problem.vocabulary(data_dir)
     lines = ["1 2 3 4 5 6 7", "4", "9 9 1", "2 3 4 5 6 7 8 9 0 1 2 3", "5 5"]  # 3 batches, the last 1 row
-    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=4, batch_size=2, return_beams=True)
+    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=4, batch_size=2, return_beams=True)
     plain = translate(model, vocabulary, lines, settings, progress=False)
-    compiled = translate(model, vocabulary, lines, DecodeHParams(**{**vars(settings), "xla": True}), progress=False)
+    compiled = translate(model, vocabulary, lines, settings.replaced(xla=True), progress=False)
     for expected, translation in zip(plain, compiled):
         assert translation.hypotheses == expected.hypotheses
         np.testing.assert_allclose(translation.scores, expected.scores, rtol=1e-4)
@@ -69,7 +74,7 @@ def test_xla_decoding_gives_the_same_translations(trained):
 
 def test_n_best_lists_every_beam_with_scores_best_first(trained):
     problem, model, data_dir, _ = trained
-    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3, return_beams=True)
+    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=3, return_beams=True)
     (translation,) = translate(model, problem.vocabulary(data_dir), ["1 2 3"], settings, progress=False)
     assert len(translation.hypotheses) == 3
     assert translation.scores == sorted(translation.scores, reverse=True)
@@ -80,10 +85,14 @@ def test_n_best_lists_every_beam_with_scores_best_first(trained):
 def test_settings_hparams_then_problem_then_flag(trained):
     problem = trained[0]
     base = registry.hparams("transformer_base")
-    assert decode_hparams(base, registry.problem("translate_files"), "") == DecodeHParams(4, 0.6, 50)
+    assert decode_hparams(base, registry.problem("translate_files"), "") == DecodeHParams.of(
+        beam_size=4, alpha=0.6, extra_length=50
+    )
     # algorithmic problems decode greedily with 2 extra tokens; the flag wins over both.
-    assert decode_hparams(base, problem, "") == DecodeHParams(1, 0.0, 2)
-    assert decode_hparams(base, problem, "beam_size=5,batch_size=8") == DecodeHParams(5, 0.0, 2, 8)
+    assert decode_hparams(base, problem, "") == DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=2)
+    assert decode_hparams(base, problem, "beam_size=5,batch_size=8") == DecodeHParams.of(
+        beam_size=5, alpha=0.0, extra_length=2, batch_size=8
+    )
     with pytest.raises(HParamsError, match="beam_sise.*Did you mean beam_size"):
         decode_hparams(base, problem, "beam_sise=5")
 
@@ -112,7 +121,7 @@ def test_learned_positions_stop_a_line_longer_than_their_table(trained):
     hparams = HPARAMS.replace(pos="emb", max_length=8, extra_length=2)
     model = model_info.build_model(hparams, problem.vocab_size(data_dir))
     vocabulary = problem.vocabulary(data_dir)
-    settings = DecodeHParams(beam_size=1, extra_length=2)
+    settings = DecodeHParams.of(beam_size=1, extra_length=2)
     (fits,) = translate(model, vocabulary, ["1 2 3 4 5 6 7"], settings, progress=False)  # 8 ids + 2 = 10
     assert len(fits.hypotheses[0].split()) <= 10  # input length + extra_length, EOS included
     with pytest.raises(
@@ -149,7 +158,7 @@ def test_cli_decodes_a_file_one_line_per_input_line(trained, tmp_path):
         trained[1],
         problem.vocabulary(data_dir),
         lines,
-        DecodeHParams(beam_size=2, alpha=0.0, extra_length=3),
+        DecodeHParams.of(beam_size=2, alpha=0.0, extra_length=3),
         progress=False,
     )
     assert read_input_lines(default_output) == [translation.hypotheses[0] for translation in expected]
@@ -251,7 +260,13 @@ def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsy
         "Truncated 7 lines to their first 4 ids and EOS (--decode_hparams max_input_size=5): "
         "lines 1, 3, 5, 6, 7 and 2 more."
     ) in printed
-    cut = translate(model, problem.vocabulary(data_dir), ["1 2 3 4"], DecodeHParams(1, 0.0, 2), progress=False)[0]
+    cut = translate(
+        model,
+        problem.vocabulary(data_dir),
+        ["1 2 3 4"],
+        DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=2),
+        progress=False,
+    )[0]
     decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
     assert decoded[0] == cut.hypotheses[0] and len(decoded) == len(lines)  # line 1 decoded as its first 4 symbols
     first, second = page_data((tmp_path / "page" / "attention.html").read_text())["sentences"][:2]
@@ -262,11 +277,11 @@ def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsy
 
 def test_the_limit_is_the_cut_then_the_position_table_then_the_longest_training_example(trained):
     problem, model, data_dir, _ = trained
-    settings = DecodeHParams(beam_size=3, alpha=0.6, extra_length=3)
-    assert inference.max_input_ids(model, HPARAMS, settings)[0] == HPARAMS.max_length
-    assert inference.max_input_ids(model, HPARAMS, DecodeHParams(max_input_size=7))[0] == 7
+    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=3)
+    assert input_notes.max_input_ids(model, HPARAMS, settings)[0] == HPARAMS.max_length
+    assert input_notes.max_input_ids(model, HPARAMS, DecodeHParams.of(max_input_size=7))[0] == 7
     learned = model_info.build_model(HPARAMS.replace(pos="emb", max_length=20), problem.vocab_size(data_dir))
-    assert learned.source_position.max_positions - 3 == inference.max_input_ids(learned, HPARAMS, settings)[0]
+    assert learned.source_position.max_positions - 3 == input_notes.max_input_ids(learned, HPARAMS, settings)[0]
 
 
 def test_cli_warns_of_lines_longer_than_any_it_was_trained_on(trained, tmp_path, capsys):
@@ -291,7 +306,13 @@ def test_cli_warns_of_lines_longer_than_any_it_was_trained_on(trained, tmp_path,
     )
     assert "max_input_size=6 would cut them instead" in printed
     decoded = read_input_lines(f"{source}.transformer.hparams.algorithmic_reverse.beam1.alpha0.0.decodes")
-    whole = translate(model, problem.vocabulary(data_dir), ["1 2 3 4 5 6 7"], DecodeHParams(1, 0.0, 2), progress=False)
+    whole = translate(
+        model,
+        problem.vocabulary(data_dir),
+        ["1 2 3 4 5 6 7"],
+        DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=2),
+        progress=False,
+    )
     assert decoded[3] == whole[0].hypotheses[0]  # not cut
 
 
@@ -307,7 +328,9 @@ def test_cli_continues_each_lines_target_prefix(trained, tmp_path):
     ]
     run_decoder(*common, f"--target_prefix_file={tmp_path / 'prefixes.txt'}", f"--decode_to_file={tmp_path / 'out'}")
     decoded = read_input_lines(str(tmp_path / "out"))
-    settings = DecodeHParams(1, 0.0, 2)  # the problem's decode defaults, as the tool takes them
+    settings = DecodeHParams.of(
+        beam_size=1, alpha=0.0, extra_length=2
+    )  # the problem's decode defaults, as the tool takes them
     unforced = translate(model, problem.vocabulary(data_dir), ["1 2"], settings, progress=False)[0]
     assert decoded[0].startswith("9 9") and decoded[2].startswith("2")
     assert decoded[1] == unforced.hypotheses[0]  # an empty prefix line: decoded as without a prefix
@@ -391,7 +414,7 @@ def test_interactive_reads_stdin_until_end(trained):
     decode_interactive(
         model,
         problem.vocabulary(data_dir),
-        DecodeHParams(beam_size=1, extra_length=2),
+        DecodeHParams.of(beam_size=1, extra_length=2),
         stdin=io.StringIO("1 2\n3\n"),
         stdout=output,
     )
@@ -406,7 +429,7 @@ def test_interactive_names_a_bad_line_and_goes_on(trained, capsys):
     decode_interactive(
         model,
         problem.vocabulary(data_dir),
-        DecodeHParams(beam_size=1, extra_length=2),
+        DecodeHParams.of(beam_size=1, extra_length=2),
         stdin=io.StringIO("1 x\n3\n"),
         stdout=output,
     )
