@@ -105,7 +105,8 @@ def test_settings_hparams_then_problem_then_flag(trained):
         ("alpha=inf", "alpha=inf: the length penalty's exponent"),
         ("sampling_method=random,sampling_temp=nan", "sampling_temp must be ≥ 0 and finite"),
         ("sampling_method=random,sampling_temp=inf", "sampling_temp must be ≥ 0 and finite"),
-        ("beam_size=0", "beam_size and batch_size must be ≥ 1"),
+        ("beam_size=0", "beam_size must be ≥ 1"),
+        ("batch_size=0", "batch_size must be ≥ 1"),
         ("max_input_size=1", "max_input_size 0 .* or ≥ 2"),
     ],
 )

@@ -67,14 +67,14 @@ def best_hypotheses_fn(model, settings):
     translate_ids), so the export holds that search once; with xla it is compiled, and a bucket
     shape is compiled (and warmed up) once for the two.
     """
-    search = settings.search
+    search_settings = settings.search
     # Every signature is traced without autograph, as batch_decoding.decode_batch: the graph uses TensorFlow's
     # own control flow, and autograph would rewrite the model's layers at each of the export's many traces.
-    if search.xla:
+    if search_settings.xla:
         compiled = tf.function(
-            lambda batch: beam_search.decode(model, batch, search), jit_compile=True, autograph=False
+            lambda batch: beam_search.decode(model, batch, search_settings), jit_compile=True, autograph=False
         )
-        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + search.extra_length
+        output_length = xla_buckets.length_buckets(settings.max_input_length)[-1] + search_settings.extra_length
 
         def search_in_buckets(inputs):
             ids, scores = xla_buckets.decode_in_buckets(
@@ -87,7 +87,7 @@ def best_hypotheses_fn(model, settings):
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def search(inputs):
         def best():
-            ids, scores = beam_search.decode(model, inputs, search)
+            ids, scores = beam_search.decode(model, inputs, search_settings)
             return ids[:, 0], scores[:, 0]
 
         # The search's length limits reduce over the batch, which fails on an empty one.

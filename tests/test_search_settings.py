@@ -1,0 +1,72 @@
+"""The search's one settings object (t2t_lite/decode/search_settings.py): defined once, composed by the decoder's and
+the export's settings, checked once, and the key of the compiled searches."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from t2t_lite import registry
+from t2t_lite.decode import batch_decoding
+from t2t_lite.decode.decode_settings import DecodeHParams, decode_hparams
+from t2t_lite.decode.search_settings import SearchSettings
+from t2t_lite.hparam import HParams, HParamsError, compose, field_types, flat_values
+from t2t_lite.model.transformer import Transformer
+from t2t_lite.serve.export_settings import ExportSettings, export_settings
+
+
+def test_each_setting_is_defined_once_and_the_decoder_and_export_take_the_same_names():
+    search = {field.name for field in dataclasses.fields(SearchSettings)}
+    for composed in (DecodeHParams, ExportSettings):
+        own = {field.name for field in dataclasses.fields(composed)} - {"search"}
+        assert not own & search, composed  # no setting of the search restated
+        assert set(field_types(composed)) == own | search  # one flat --decode_hparams namespace
+    assert {"beam_size", "alpha", "extra_length", "xla", "sampling_method", "sampling_temp"} <= search
+
+
+def test_the_flag_fills_the_search_whole_and_a_flat_record_rebuilds_it():
+    base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
+    settings = decode_hparams(base, files, "beam_size=5,sampling_seed=9,batch_size=8,xla=true")
+    assert settings.search == SearchSettings(beam_size=5, alpha=0.6, extra_length=50, xla=True, sampling_seed=9)
+    assert settings.batch_size == 8
+    assert compose(DecodeHParams, flat_values(settings)) == settings
+    exported = export_settings(base, files, "beam_size=5,xla=true")
+    assert exported.search == dataclasses.replace(settings.search, sampling_seed=1)  # the decoder's, as given
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ("beam_size=0", "--decode_hparams: beam_size must be ≥ 1"),
+        ("alpha=nan", "--decode_hparams: alpha=nan"),
+        ("sampling_temp=-1", "--decode_hparams: sampling_temp must be ≥ 0"),
+        ("sampling_method=nucleus", "--decode_hparams: sampling_method=nucleus"),
+    ],
+)
+def test_a_bad_search_setting_is_refused_in_the_same_words_by_the_decoder_and_the_export(overrides, message):
+    base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
+    for settings_of in (decode_hparams, export_settings):
+        with pytest.raises(HParamsError, match=message):
+            settings_of(base, files, overrides)
+
+
+def test_an_export_refuses_sampling_as_its_search_and_says_where_it_samples():
+    with pytest.raises(HParamsError, match="sampling_method=random: an export searches in serving_default"):
+        export_settings(
+            registry.hparams("transformer_base"), registry.problem("translate_files"), "sampling_method=random"
+        )
+
+
+def test_equal_settings_share_one_compiled_search_and_the_seed_is_no_part_of_its_key():
+    hparams = HParams(hidden_size=16, filter_size=32, num_heads=2, num_hidden_layers=1)
+    model = Transformer(hparams, vocab_size=12)
+    inputs = np.array([[3, 4, 1]], np.int32)
+    first = batch_decoding.decode_batch(model, inputs, SearchSettings(beam_size=2, alpha=0.6, extra_length=2))
+    again = batch_decoding.decode_batch(model, inputs, SearchSettings(beam_size=2, alpha=0.6, extra_length=2))
+    np.testing.assert_array_equal(first[0], again[0])
+    assert len(batch_decoding._COMPILED[model]) == 1
+    for seed in (1, 2, 3):
+        drawing = SearchSettings(beam_size=2, extra_length=2, sampling_method="random", sampling_seed=seed)
+        batch_decoding.decode_batch(model, inputs, drawing)
+    assert len(batch_decoding._COMPILED[model]) == 2  # one search, one sampling: the seeds share its trace
+    assert hash(SearchSettings(beam_size=2)) == hash(SearchSettings(beam_size=2))
