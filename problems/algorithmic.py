@@ -51,7 +51,7 @@ class AlgorithmicProblem(Problem):
                 report.reused.append(split)
                 continue
             report.written[split] = datagen.write_shuffled_shards(
-                self.examples(split),
+                datagen.with_progress(self.examples(split), "pairs generated"),
                 data_dir,
                 self.base_name,
                 split,

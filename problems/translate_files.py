@@ -105,7 +105,20 @@ def read_parallel(source_path: str, target_path: str, log=print):
             f"{shorter} ends at line {min(sources, targets)}. "
             f"Line i of each file must be a translation of line i of the other."
         )
-    return zip(read_lines(source_path), read_lines(target_path))
+    return _CheckedPairs(source_path, target_path, sources)
+
+
+class _CheckedPairs:
+    """The pairs of two checked files, streamed; their number, known from the check, is datagen's progress total."""
+
+    def __init__(self, source_path: str, target_path: str, count: int):
+        self.source_path, self.target_path, self.count = source_path, target_path, count
+
+    def __iter__(self):
+        return zip(read_lines(self.source_path), read_lines(self.target_path))
+
+    def __len__(self) -> int:
+        return self.count
 
 
 @register_problem

@@ -61,6 +61,11 @@ class _EnglishFirst:
         for example in self.examples.as_numpy_iterator():
             yield example["en"].decode("utf-8"), example[self.target_language].decode("utf-8")
 
+    def __length_hint__(self):
+        """The split's size, which tfds records, for datagen's progress (`datagen.with_progress`)."""
+        count = int(self.examples.cardinality())
+        return count if count >= 0 else NotImplemented
+
 
 @register_problem
 class TranslateEnde(TranslateWmt14):

@@ -24,11 +24,12 @@ memory, whatever the corpus size.
 import collections
 import dataclasses
 import math
+import operator
 import os
 import random
 import re
+import time
 
-import keras
 import tensorflow as tf
 
 from t2t_lite.data import raw_fingerprint
@@ -201,8 +202,12 @@ def _read_error(error: tf.errors.OpError) -> str:
 
 
 def clean_pairs(pairs, drops: collections.Counter, drop_reason):
-    """Normalized (source, target) pairs; a pair for which `drop_reason` names a reason is counted in `drops`."""
-    for source, target in pairs:
+    """Normalized (source, target) pairs; a pair for which `drop_reason` names a reason is counted in `drops`.
+
+    The first step of every text problem's pairs on their way to the shards, so the count of
+    pairs read is shown here (`with_progress`).
+    """
+    for source, target in with_progress(pairs):
         source, target = normalize_text(source), normalize_text(target)
         reason = drop_reason(source, target)
         if reason:
@@ -291,15 +296,41 @@ def _records(path: str):
 
 
 def _write_counting(examples, path: str, description: str) -> int:
-    """Streams (inputs, targets) pairs to one TFRecord file; returns how many, with a progress bar."""
-    progress = keras.utils.Progbar(None, unit_name="pair")
-    print(f"Writing {description}:")
+    """Streams (inputs, targets) pairs to one TFRecord file; returns how many.
+
+    The progress below the title is the reader's (`with_progress`): how many pairs there are
+    is known, if at all, before they are cleaned and encoded, not here.
+    """
+    print(f"Writing {description}:", flush=True)
     count = 0
     with tf.io.TFRecordWriter(path) as writer:
         for inputs, targets in examples:
             writer.write(example_proto(inputs, targets))
             count += 1
-            if count % _PROGRESS_EVERY == 0:
-                progress.update(count)
-    progress.update(count, finalize=True)
     return count
+
+
+# -- Progress -----------------------------------------------------------------------
+
+
+def with_progress(pairs, done: str = "pairs read"):
+    """`pairs`, passed through, counted on one line of stdout that is rewritten every thousand pairs.
+
+    "12000/40764 pairs read" when their number is known up front (a list; anything with a
+    length or length hint, as a tfds split), else "12000 pairs read"; at the end the time taken
+    is added and the line ends. The line is rewritten with a carriage return even when stdout is
+    a pipe, as a terminal behind `tee` shows it in place (quickstart.sh).
+    """
+    total = operator.length_hint(pairs, 0) or None
+    started = time.monotonic()
+    count = 0
+    for pair in pairs:
+        yield pair
+        count += 1
+        if count % _PROGRESS_EVERY == 0:
+            print(f"\r  {_progress_count(count, total)} {done}", end="", flush=True)
+    print(f"\r  {_progress_count(count, total)} {done} in {time.monotonic() - started:.1f} s", flush=True)
+
+
+def _progress_count(count: int, total) -> str:
+    return f"{count}/{total}" if total else str(count)
