@@ -12,6 +12,7 @@ from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.data.input_pipeline import batched_dataset, bucket_batch_sizes, bucket_boundaries, bucket_lengths
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.problems.algorithmic import AlgorithmicProblem
+from t2t_lite.train import replica_input
 
 
 class Lengths(AlgorithmicProblem):
@@ -180,7 +181,7 @@ def test_one_epoch_batches_every_example_exactly_once(data_dir, hparams):
     assert len(examples) == 600 and sorted(batched) == sorted(examples)
 
 
-def test_training_drops_long_examples_and_logs_the_count_once_per_pass(data_dir, hparams, capfd):
+def test_training_drops_long_examples_and_logs_the_count_once(data_dir, hparams, capfd):
     batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
     assert sum(len(b["inputs"]) for b in batches) == 600  # the 7 long ones are gone
     log = capfd.readouterr().err
@@ -190,10 +191,38 @@ def test_training_drops_long_examples_and_logs_the_count_once_per_pass(data_dir,
     taken = 0
     for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=True).as_numpy_iterator():
         taken += len(batch["inputs"])
-        if taken > 2 * 600:  # two passes read (the shuffle buffer reads ahead, so maybe more)
+        if taken > 3 * 600:  # three passes read (the shuffle buffer reads ahead, so maybe more)
             break
     counts = re.findall(r"dropped (\d+) of (\d+)", capfd.readouterr().err)
-    assert len(counts) >= 2 and set(counts) == {("7", "607")}  # one line per pass, with that pass's total
+    assert counts == [("7", "607")]  # every pass drops the same 7: said after the first only
+
+
+def test_the_trainers_epochs_say_the_drop_line_once(data_dir, hparams, capfd):
+    """The trainer reads epoch after epoch, each a new pass (and dataset) over the same files: one line in all."""
+    batches = replica_input.TrainingBatches(Lengths(), data_dir, hparams, 1, tf.distribute.get_strategy())
+    one_epoch = len(list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False)))
+    capfd.readouterr()
+    for _ in range(3 * one_epoch):
+        batches.next()
+    batches.close()
+    counts = re.findall(r"dropped (\d+) of (\d+) .* over (.*)\.", capfd.readouterr().err)
+    assert counts == [("7", "607", "the data")]
+
+
+def test_the_drop_line_is_said_again_when_a_pass_drops_another_count(capfd):
+    # Each pass of the repeated dataset calls the generator anew: passes 1-2 hold 2 long examples, 3-4 one.
+    passes = iter([[300, 5, 300], [300, 5, 300], [5, 5, 300], [5, 5, 300]])
+
+    def examples():
+        for length in next(passes):
+            yield {"inputs": [2] * length, "targets": [2]}
+
+    spec = {side: tf.TensorSpec([None], tf.int32) for side in ("inputs", "targets")}
+    source = tf.data.Dataset.from_generator(examples, output_signature=spec)
+    kept = list(input_pipeline.drop_too_long(source, 256, "four passes").repeat(4).as_numpy_iterator())
+    assert [len(example["inputs"]) for example in kept] == [5, 5, 5, 5, 5, 5]
+    counts = re.findall(r"dropped (\d+) of (\d+) .* over (.*)\.", capfd.readouterr().err)
+    assert counts == [("2", "3", "four passes"), ("1", "3", "four passes")]
 
 
 def test_max_length_zero_means_batch_size(data_dir, hparams):

@@ -16,8 +16,9 @@ batches take their shapes from a finite set and a compiled (XLA) training step i
 traced once per shape, not per batch; under `xla_compile` training batches are padded
 further, to one shape per bucket (`pad_to_bucket_shapes`).
 
-Training drops examples longer than `hparams.max_length` and logs how many, once
-per pass over the files it reads (to stderr, at the pass's end); dev and test keep every
+Training drops examples longer than `hparams.max_length` and logs how many (to stderr, at
+the end of the first pass over the files it reads, and again only at the end of a pass whose
+count differs; one line per pipeline, so per replica); dev and test keep every
 example, putting those over the longest bucket into batches of one per replica (a side
 longer than the last bucket is padded to its own length, the other to its bucket).
 Training shuffles with `seed` (same seed, same batches) and repeats; dev and test read
@@ -27,6 +28,7 @@ such pipeline per replica, each over train files of its own (`share`).
 
 import sys
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import seeded_shuffle
@@ -117,14 +119,17 @@ def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: l
 
 
 def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the data") -> tf.data.Dataset:
-    """Drops examples whose longer side exceeds `max_length`; logs their count once, at the end of the data.
+    """Drops examples whose longer side exceeds `max_length`; logs their count at the end of a pass, when it is new.
 
     `files` names what the dataset reads in that line ("train files 1::4": one replica's).
     An end marker (an empty example flagged True) follows the examples, so the count of the
     whole pass is known there; scan's state restarts with each pass of a repeated dataset.
+    The trainer reads the same files epoch after epoch, so every pass drops the same examples:
+    the line is said after the first pass and again only if a later pass's count differs.
     """
     empty = tf.nest.map_structure(lambda spec: tf.zeros([0] * spec.shape.rank, spec.dtype), dataset.element_spec)
     flagged = dataset.map(lambda example: (example, False)).concatenate(tf.data.Dataset.from_tensors((empty, True)))
+    say_if_new = _drop_line(max_length, files)
 
     def count(totals, element):
         example, end = element
@@ -132,27 +137,44 @@ def drop_too_long(dataset: tf.data.Dataset, max_length: int, files: str = "the d
         totals += tf.stack([tf.cast(too_long, tf.int64), tf.cast(tf.logical_not(end), tf.int64)])
         return totals, (example, too_long, end, totals)
 
-    def say_dropped(totals):
-        tf.print(
-            "batched_dataset: dropped",
-            totals[0],
-            "of",
-            totals[1],
-            "training examples longer than max_length =",
-            max_length,
-            f"in this pass over {files}.",
-            output_stream=sys.stderr,
-        )
-        return tf.constant(True)
-
     def keep(example, too_long, end, totals):
         # tf.cond, not a Python `if`: the pipeline's builders skip AutoGraph (seconds of CPU at every start).
-        said = tf.cond(tf.logical_and(end, totals[0] > 0), lambda: say_dropped(totals), lambda: tf.constant(False))
+        said = tf.cond(
+            tf.logical_and(end, totals[0] > 0),
+            lambda: tf.numpy_function(say_if_new, [totals], tf.bool, stateful=True),
+            lambda: tf.constant(False),
+        )
         with tf.control_dependencies([said]):
             return tf.logical_not(tf.logical_or(too_long, end))
 
     counted = flagged.scan(tf.zeros([2], tf.int64), count)
     return counted.filter(keep).map(lambda example, too_long, end, totals: example)
+
+
+def _drop_line(max_length: int, files: str):
+    """A function of a pass's [dropped, read] counts that prints the drop line unless those counts were the last said.
+
+    Python, not tf.print: what was said last must outlive the pass, and each pass of the
+    trainer's epochs is a new dataset whose graph state starts afresh; this function is
+    made once per pipeline and lives as long as it.
+    """
+    last_said = None
+
+    def say_if_new(totals):
+        nonlocal last_said
+        counts = tuple(int(total) for total in totals)
+        if counts == last_said:
+            return np.bool_(False)
+        last_said = counts
+        print(
+            f"batched_dataset: dropped {counts[0]} of {counts[1]} training examples longer than max_length = "
+            f"{max_length} in this pass over {files}.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return np.bool_(True)
+
+    return say_if_new
 
 
 def _bucket_of(length, upper_bounds):
