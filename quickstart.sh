@@ -7,8 +7,9 @@
 # figure, and the time it took on the hosts measured); decodes the held-out test split with
 # the last checkpoint (the recipe's learning rate decays to zero at its end, after which the
 # last checkpoint beats an average), beam 4 and alpha 0.6 (§6.1), scores it with sacreBLEU,
-# exports a SavedModel that takes raw text, and translates three sentences through that
-# export. t2t-trainer says early how long the updates take on this machine.
+# exports a SavedModel that takes raw text, and translates three held-out test sentences through
+# that export, each shown beside its reference translation. t2t-trainer says early how long the
+# updates take on this machine.
 #
 #   QUICKSTART_STEPS=1600   updates (the README's figure is for the default; fewer score lower)
 #   T2T_WORK=./t2t_work     where data, checkpoints, translations and the export go
@@ -79,7 +80,7 @@ echo "== 4/5 t2t-bleu"
 $BIN/t2t-bleu --translation="$DECODES/test.decodes" --reference="$DECODES/test.targets"
 echo "$EXPECT"
 
-echo "== 5/5 t2t-exporter, then three sentences through the SavedModel"
+echo "== 5/5 t2t-exporter, then three test sentences through the SavedModel, beside their references"
 if [ -d "$EXPORT/$STEP" ]; then
   echo "(export version $STEP exists already; using it)"
 else
@@ -91,16 +92,31 @@ fi
 # op its INFO line on loading the vocabulary, which no setting silences; they are filtered here as
 # the t2t-* tools filter them, and any other line passes.
 TF_STARTUP='^(I[0-9]{4} |WARNING: All log messages before absl::InitializeLog|E[0-9]{4} .*(cuda_platform\.cc:[0-9]+\] failed call to cuInit|oneDNN supports DT_INT64 only)|[A-Za-z0-9_./-]+\.cc\([0-9]+\) LOG\(INFO\) )'
-TF_CPP_MIN_LOG_LEVEL=1 $BIN/python - "$EXPORT/$STEP" 2> >(grep -Ev "$TF_STARTUP" >&2) <<'PY'
+# The sentences are held-out pairs of the test split that stage 3 wrote out (test.inputs, test.targets:
+# line i of one is the reference translation of line i of the other), so a reader can judge the model's
+# translation beside a human one. Chosen by length alone: the first three whose source has 4 to 10
+# words, in the order of the test shards, which is the same on every machine whose data has this digest.
+TF_CPP_MIN_LOG_LEVEL=1 $BIN/python - "$EXPORT/$STEP" "$DECODES/test.inputs" "$DECODES/test.targets" \
+  2> >(grep -Ev "$TF_STARTUP" >&2) <<'PY'
 import sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-sentences = ["Open file", "The file could not be saved.", "Do you want to quit without saving?"]
-result = translate(inputs=tf.constant(sentences))
-for source, target in zip(sentences, result["outputs"].numpy()):
-    print(f"  {source}  ->  {target.decode('utf-8')}")
+export, inputs, targets = sys.argv[1:]
+
+
+def lines(path):
+    with open(path, encoding="utf-8") as file:
+        return file.read().split("\n")[:-1]  # "\n" ends each line, and no other line separator does
+
+
+pairs = zip(lines(inputs), lines(targets))
+chosen = [(source, reference) for source, reference in pairs if 4 <= len(source.split()) <= 10][:3]
+sources, references = zip(*chosen)
+translate = tf.saved_model.load(export).signatures["serving_default"]
+outputs = translate(inputs=tf.constant(sources))["outputs"].numpy()
+for source, output, reference in zip(sources, outputs, references):
+    print(f"\n  source:     {source}\n  model:      {output.decode('utf-8')}\n  reference:  {reference}")
 PY
 
 cat <<EOF
