@@ -320,10 +320,11 @@ def resumed_runs(built_once):
 
 @pytest.fixture(scope="module")
 def read_then_one_then_two(built_once):
-    """What each replica reads, then a run of one replica resumed with two: one process, one import.
+    """What each replica reads, and a run of one replica resumed with two, side by side in two processes.
 
-    A fixture of its own, so that another test worker can build it while the resumed runs train."""
-    return run_two_replica_parts(built_once, "two_replica_read", ("read,one_then_two",))
+    A fixture of its own, so that another test worker can build it while the resumed runs train; two
+    processes, so that neither part waits for the other (in one process they took longer than a test may)."""
+    return run_two_replica_parts(built_once, "two_replica_read", ("read", "one_then_two"))
 
 
 def test_two_replicas_read_their_own_files(read_then_one_then_two):

@@ -33,7 +33,7 @@ class Outer:
 
 def parsed(argv):
     flag_values = absl_flags.FlagValues()
-    settings_flags.define_flags(Outer, flag_values)
+    settings_flags.define_flags(Outer, "a_tool", flag_values)
     flag_values(["tool", *argv])
     return flag_values
 
@@ -43,6 +43,13 @@ def test_each_setting_field_is_a_flag_of_its_type_and_the_flags_build_the_settin
     assert settings_flags.from_flags(Outer, flag_values, name="x") == Outer(4, 0.25, True, "b", Inner(7), "x")
     assert settings_flags.from_flags(Outer, parsed([])) == Outer()
     assert flag_values["steps"].help == "How many." and "name" not in flag_values
+    assert {flag.name for flag in flag_values.flags_by_module_dict()["a_tool"]} == {
+        "steps",
+        "rate",
+        "loud",
+        "mode",
+        "inner_depth",
+    }  # --helpfull lists them under the tool
     with pytest.raises(absl_flags.IllegalFlagValueError):
         parsed(["--mode=c"])
     with pytest.raises(ValueError, match="--steps=0: must be at least 1"):

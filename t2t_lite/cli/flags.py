@@ -129,18 +129,13 @@ def trained_hparams(model_dir: str):
 
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
-    from t2t_lite.decode import (  # TensorFlow: only for the tools that decode
-        decode_settings,
-        quantization,
-    )
+    from t2t_lite.decode import quantization  # TensorFlow: only for the tools that decode
+    from t2t_lite.decode.decode_settings import decode_hparams
 
     try:
-        settings = decode_settings.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except (HParamsError, ValueError) as error:
-        message = str(error)
-        raise UsageError(
-            message if message.startswith("--decode_hparams") else f"--decode_hparams: {message}"
-        ) from None
+        settings = decode_hparams(hparams, problem, FLAGS.decode_hparams)
+    except HParamsError as error:  # it names --decode_hparams
+        raise UsageError(str(error)) from None
     note = quantization.speed_note(settings.quantize, settings.search.xla)
     if note:
         print(note, file=sys.stderr)

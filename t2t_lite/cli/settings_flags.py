@@ -20,14 +20,18 @@ _DEFINE = {
 }
 
 
-def define_flags(config_class, flag_values=absl_flags.FLAGS) -> None:
-    """Defines one flag per `setting` field of `config_class` (and of the settings it composes)."""
+def define_flags(config_class, module_name: str, flag_values=absl_flags.FLAGS) -> None:
+    """Defines one flag per `setting` field of `config_class` (and of the settings it composes).
+
+    `module_name` is the tool's module: `--helpfull` lists the flags under it, as those it defines itself.
+    """
     for field, kind in _flag_fields(config_class):
         name, metadata = _flag_name(field), field.metadata
         if metadata["choices"]:
-            absl_flags.DEFINE_enum(name, field.default, list(metadata["choices"]), metadata["help"], flag_values)
+            choices = list(metadata["choices"])
+            absl_flags.DEFINE_enum(name, field.default, choices, metadata["help"], flag_values, module_name=module_name)
         else:
-            _DEFINE[kind](name, field.default, metadata["help"], flag_values=flag_values)
+            _DEFINE[kind](name, field.default, metadata["help"], flag_values=flag_values, module_name=module_name)
 
 
 def from_flags(config_class, flag_values=absl_flags.FLAGS, **values):

@@ -29,7 +29,7 @@ from t2t_lite.train import distribution, early_stopping, interruption, run_setti
 FLAGS = flags.FLAGS
 
 # The run's settings, each defined once as a field of RunSettings (t2t_lite/train/run_settings.py).
-settings_flags.define_flags(run_settings.RunSettings)
+settings_flags.define_flags(run_settings.RunSettings, __name__)
 absl_flags.DEFINE_bool("generate_data", False, "Generate the problem's data into --data_dir (from --tmp_dir) first.")
 absl_flags.DEFINE_integer("eval_bleu_lines", 100, "Dev lines decoded for --eval_early_stopping_metric=bleu.")
 
