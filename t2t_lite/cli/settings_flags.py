@@ -39,9 +39,9 @@ def from_flags(config_class, flag_values=absl_flags.FLAGS, **values):
 
     A ValueError of the settings' own checks names the flag (`--train_steps=0: must be at least 1.`).
     """
-    changes = dict(values)
+    changes, types = dict(values), typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
-        kind = typing.get_type_hints(config_class)[field.name]
+        kind = types[field.name]
         if dataclasses.is_dataclass(kind):
             changes[field.name] = from_flags(kind, flag_values)
         elif "help" in field.metadata:
@@ -51,8 +51,9 @@ def from_flags(config_class, flag_values=absl_flags.FLAGS, **values):
 
 def _flag_fields(config_class):
     """(field, type) of every `setting` field, those of composed settings included, in their order."""
+    types = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
-        kind = typing.get_type_hints(config_class)[field.name]
+        kind = types[field.name]
         if dataclasses.is_dataclass(kind):
             yield from _flag_fields(kind)
         elif "help" in field.metadata:

@@ -66,11 +66,15 @@ class RunSettings:
         for name in ("train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "worker_gpu", "summary_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name}={getattr(self, name)}: must be at least 1.")
-        for name in ("eval_steps", "local_eval_frequency", "train_minutes", "save_checkpoints_secs"):
+        for name in (
+            "eval_steps",
+            "local_eval_frequency",
+            "train_minutes",
+            "save_checkpoints_secs",
+            "cluster_start_minutes",
+        ):
             if not getattr(self, name) >= 0:  # NaN too
                 raise ValueError(f"--{name}={getattr(self, name)}: must be zero or positive.")
-        if not self.cluster_start_minutes >= 0:
-            raise ValueError(f"--cluster_start_minutes={self.cluster_start_minutes}: must be zero or positive.")
         judged = self.early_stopping.steps or self.early_stopping.metric != EarlyStopping().metric
         if judged and self.schedule != "train_and_evaluate":
             raise ValueError(
