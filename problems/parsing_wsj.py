@@ -103,9 +103,26 @@ class ParsingWsj(TextProblem):
     def decode_defaults(self) -> dict:
         return {"beam_size": 21, "alpha": 0.3, "extra_length": 300}  # §6.3
 
+    def whole_pieces(self) -> frozenset:
+        return trees.linearized_symbols()
+
     def raw_files(self, tmp_dir: str, split: str) -> list:
         files = mrg_files(tmp_dir)
         return split_files(files, tmp_dir, note_layout=False)[split] if files else []
 
     def text_pairs(self, tmp_dir: str, split: str):
-        return tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir)[split])
+        # The layout note is about the test set, so it is said when that split is read: once per datagen.
+        return tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir, note_layout=split == "test")[split])
+
+
+@register_problem
+class ParsingWsj4k(ParsingWsj):
+    """parsing_wsj with a 4K vocabulary, for a sample of the treebank such as NLTK's 10 % (3,914 trees).
+
+    §6.3's 16K vocabulary is learned on 40K sentences. On the sample's 96K words (12K word types,
+    half of them seen once) 16K pieces are whole words, most seen once and untrained; 4K pieces
+    keep the frequent words whole and spell the rare ones in pieces seen often (the tensor2tensor
+    analogue is parsing_english_ptb8k beside ptb16k).
+    """
+
+    approx_vocab_size = 4000

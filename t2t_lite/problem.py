@@ -156,6 +156,10 @@ class TextProblem(Problem):
     def text_pairs(self, tmp_dir: str, split: str):
         """An iterable of (source, target) strings of `split`, or None when the split has no raw data."""
 
+    def whole_pieces(self) -> frozenset:
+        """Strings the vocabulary keeps as one piece wherever they occur (none but for structured targets)."""
+        return frozenset()
+
     def drop_reason(self, source: str, target: str):
         """Why a normalized pair is not written (one of datagen's DROP_* reasons), or None to keep it."""
         if not source or not target:
@@ -254,4 +258,10 @@ class TextProblem(Problem):
             raise FileNotFoundError(f"Problem {self.base_name} found no training data in --tmp_dir={tmp_dir}.")
         print(f"Training a {self.approx_vocab_size}-piece BPE vocabulary for {self.base_name} -> {path}")
         sides = (side for pair in pairs for side in pair)
-        return train_vocabulary(sides, path, self.approx_vocab_size, max_sentences=self.max_vocab_sentences)
+        return train_vocabulary(
+            sides,
+            path,
+            self.approx_vocab_size,
+            max_sentences=self.max_vocab_sentences,
+            whole_pieces=self.whole_pieces(),
+        )

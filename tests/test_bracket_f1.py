@@ -109,3 +109,56 @@ def test_line_count_mismatch_names_both_files(tmp_path):
     gold.write_text(f"{JOHN}\n{TELESCOPE}\n")
     with pytest.raises(bracket_f1.ParseEvalError, match=r"decoded has 1 lines .*gold has 2 trees"):
         bracket_f1.evaluate_files(str(decoded), str(gold))
+
+
+def test_another_parsers_bracketed_output_is_scored_as_evalb_with_function_tags_and_top_removed(tmp_path):
+    # Predicted (Berkeley style, TOP root, function tags): S(0,4) NP(0,1) VP(1,4) NP(1,4) with the
+    # last NP wrong (gold NP(2,4)); the "." is gold punctuation, so no span counts it. TOP is not scored,
+    # NP-SBJ is NP: 3 of 4 predicted match 3 of 4 gold.
+    decoded, gold = tmp_path / "berkeley.txt", tmp_path / "gold.mrg"
+    decoded.write_text(
+        "(TOP (S (NP-SBJ (NNP John)) (VP=2 (NP-PRD (VBZ has) (DT a) (NN dog))) (. .)))\n"
+        "(ROOT (S (NP (PRP I)) (VP (VBD saw) (NP (DT the) (NN man)) (PP-LOC (IN with) (NP (DT a) (NN telescope))))))\n"
+    )
+    gold.write_text(f"( {JOHN} )\n( {TELESCOPE} )\n")
+    report = bracket_f1.evaluate_files(str(decoded), str(gold))
+    # The second sentence is the gold tree under a ROOT, which counts as TOP does: 6 of 6.
+    assert (report.score.matched, report.score.predicted, report.score.gold) == (3 + 6, 4 + 6, 4 + 6)
+    assert report.repaired == 0
+
+
+def test_the_decoders_targets_file_is_a_gold_file_equal_to_the_treebanks(tmp_path):
+    decoded = tmp_path / "decoded"
+    decoded.write_text("(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP )S\n(S XX XX )S\n")
+    bracketed, linearized = tmp_path / "gold.mrg", tmp_path / "split.targets"
+    bracketed.write_text(f"( {TELESCOPE} )\n( {JOHN} )\n")
+    linearized.write_text(
+        "\n".join(trees.linearize(tree) for tree in trees.read_trees(bracketed.read_text())) + "\n"
+    )
+    from_treebank = bracket_f1.evaluate_files(str(decoded), str(bracketed))
+    from_targets = bracket_f1.evaluate_files(str(decoded), str(linearized))
+    # TELESCOPE: 6 of 7 (the extra NP); JOHN's "(S XX XX )S" gets 2 leaves more and scores S only.
+    assert (from_targets.score.matched, from_targets.score.predicted, from_targets.score.gold) == (7, 8, 10)
+    assert from_targets == from_treebank
+
+
+def test_a_bracketed_prediction_of_other_words_names_the_tree(tmp_path):
+    decoded, gold = tmp_path / "decoded", tmp_path / "gold"
+    decoded.write_text("(S (NP (NNP John)) (VP (VBZ sleeps)))\n")
+    gold.write_text(f"{JOHN}\n")
+    with pytest.raises(bracket_f1.ParseEvalError, match=r"tree 1 has 2 words and its gold tree 5"):
+        bracket_f1.evaluate_files(str(decoded), str(gold))
+
+
+@pytest.mark.parametrize(
+    "text, linearized",
+    [
+        ("(S (NP XX )NP )S\n", True),
+        ("\n\n", True),  # a decoder that ended every parse at once
+        ("(S XX XX\n", True),  # no bracket closed, and no bracketed tree either: repaired
+        ("( (S (NP (NNP John)) (VP (VBZ sleeps))) )\n", False),
+        ("(S\n  (NP (NNP John))\n  (VP (VBZ sleeps)))\n", False),
+    ],
+)
+def test_the_format_of_a_file_is_told_by_its_closing_tokens(text, linearized):
+    assert bracket_f1.is_linearized(text) == linearized

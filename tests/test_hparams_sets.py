@@ -129,6 +129,26 @@ def test_transformer_parsing_is_section_6_3():
     assert (hp.filter_size, hp.num_heads, hp.key_channels // hp.num_heads) == (2048, 8, 128)
 
 
+def test_transformer_parsing_small_is_section_6_3_at_a_quarter_width():
+    changes = {
+        "hidden_size": 256,  # §6.3's 1024 / 4
+        "filter_size": 512,  # §6.3's 2048 / 4
+        "num_heads": 4,  # d_k = d_v = 64, the base model's
+        "batch_size": 4096,
+        "tokens_per_step": 0,
+        "learning_rate_warmup_steps": 1000,
+        "learning_rate_decay_steps": 1000,
+        "max_length": 256,
+        "activation_dtype": "float32",
+        "xla_compile": True,
+    }
+    assert registry.hparams("transformer_parsing_small").values() == {**PARSING, **changes}
+    hp = registry.hparams("transformer_parsing_small")
+    assert (hp.num_hidden_layers, hp.beam_size, hp.alpha, hp.extra_length) == (4, 21, 0.3, 300)  # §6.3's
+    # Eq. 3's peak, as the docstring states it: 256^-0.5 * 1000^-0.5.
+    assert hp.hidden_size**-0.5 * hp.learning_rate_warmup_steps**-0.5 == pytest.approx(2.0e-3, rel=0.02)
+
+
 def test_transformer_tiny():
     assert registry.hparams("transformer_tiny").values() == TINY
 

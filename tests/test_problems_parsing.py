@@ -43,6 +43,13 @@ def test_paper_settings():
     assert problem.approx_vocab_size == 16000 and problem.eval_metrics == ["bracket_f1"]
 
 
+def test_the_sample_variant_differs_in_its_vocabulary_only():
+    problem = registry.problem("parsing_wsj4k")
+    assert isinstance(problem, ParsingWsj) and problem.approx_vocab_size == 4000
+    assert problem.decode_defaults() == ParsingWsj().decode_defaults()
+    assert {"(NP", ")NP", "(WHADVP", ")WHADVP", "XX"} <= problem.whole_pieces()
+
+
 def test_standard_sections_split(tmp_path):
     write_treebank(str(tmp_path), [f"{n:02d}" for n in range(25)], trees_per_file=1)
     splits = parsing_wsj.split_files(parsing_wsj.treebank_files(str(tmp_path)), str(tmp_path))
@@ -72,6 +79,8 @@ def test_end_to_end_words_to_linearized_trees(tmp_path):
     report = datagen.generate(TinyParsing(), data_dir, tmp_dir)
     assert report.written == {"train": 40, "dev": 2, "test": 2}
     vocabulary = TinyParsing().vocabulary(data_dir)
+    linearized = "(S (NP XX )NP (VP XX )VP . )S"
+    assert len(vocabulary.encode(linearized)) == len(linearized.split())  # a tree token is one id
     with open(os.path.join(tmp_dir, "wsj", "23", "wsj_2301.mrg")) as file:
         expected = {" ".join(trees.words(trees.clean(t))): trees.clean(t) for t in trees.read_trees(file.read())}
     hparams = registry.hparams("transformer_tiny").replace(batch_size=256)
@@ -81,3 +90,10 @@ def test_end_to_end_words_to_linearized_trees(tmp_path):
             tree = trees.delinearize(vocabulary.decode(targets), sentence.split())
             assert tree == trees.normalize_tags(expected.pop(sentence))
     assert not expected  # every test sentence came back, with its tree
+
+
+def test_datagen_says_once_that_the_test_set_is_not_section_23(tmp_path, capsys):
+    tmp_dir = str(tmp_path / "raw")
+    write_treebank(tmp_dir, [f"{n:02d}" for n in range(40, 99)], trees_per_file=1)
+    datagen.generate(TinyParsing(), str(tmp_path / "data"), tmp_dir)
+    assert capsys.readouterr().out.count("the test set is not section 23") == 1

@@ -51,6 +51,16 @@ def test_parameter_count_matches_table_3(set_name, overrides, paper_millions):
     assert abs(count / 1e6 - paper_millions) / paper_millions < 0.07
 
 
+def test_the_parsing_recipe_has_the_parameters_counted_by_hand():
+    # d = 256, d_ff = 512, N = 4, a 4,000-piece vocabulary (parsing_wsj4k):
+    # embedding 4,000 * 256 = 1,024,000; attention 4 * 256^2 = 262,144; FFN 2 * 256 * 512 + 512 + 256
+    # = 262,912; encoder layer 262,144 + 262,912 + 2 * 512 = 526,080; decoder layer 2 * 262,144 + 262,912
+    # + 3 * 512 = 788,736; 1,024,000 + 4 * 526,080 + 4 * 788,736 = 6,283,264.
+    hp = registry.hparams("transformer_parsing_small")
+    with keras.StatelessScope(initialize_variables=False):
+        assert Transformer(hp, 4000).count_params() == 6_283_264
+
+
 def test_pre_norm_adds_a_final_layer_norm_to_each_stack():
     """Pre-norm (x + Sublayer(LN(x))) leaves each stack's output unnormalised, so each gets one more LN."""
     hp = registry.hparams("transformer_tiny")

@@ -95,6 +95,21 @@ def test_small_corpus_learns_a_smaller_vocabulary_instead_of_failing(tmp_path):
     assert vocabulary.decode(vocabulary.encode(HARD_STRINGS[0])) == HARD_STRINGS[0]
 
 
+def test_whole_pieces_are_one_id_each_where_the_script_rule_would_cut_them(tmp_path):
+    trees = ["(S (NP XX )NP (VP XX (NP XX XX )NP )VP . )S", "(S (NP XX XX )NP (VP XX )VP )S"] * 30
+    plain = train_vocabulary(trees, str(tmp_path / "plain.model"), vocab_size=300)
+    whole = train_vocabulary(
+        trees,
+        str(tmp_path / "whole.model"),
+        vocab_size=300,
+        whole_pieces={"(S", ")S", "(NP", ")NP", "(VP", ")VP", "XX"},
+    )
+    text = "(S (NP XX )NP (VP XX )VP )S"
+    assert len(plain.encode(text)) > 8  # "(" is punctuation and "NP" Latin: SentencePiece splits them
+    assert len(whole.encode(text)) == 8  # one id a token, word-start mark included
+    assert whole.decode(whole.encode(text)) == text
+
+
 def test_a_vocabulary_smaller_than_the_bytes_and_characters_says_how_many_it_needs(tmp_path):
     """Byte fallback takes 256 pieces and each character one: SentencePiece refuses less, in its own words."""
     with pytest.raises(ValueError, match=r"A 40-piece vocabulary is too small for .*v\.model: .* at least \d{3}"):

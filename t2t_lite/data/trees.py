@@ -29,6 +29,12 @@ NORMALIZED_TAG = "XX"
 # The tags EVALB's standard parameter file (COLLINS.prm) deletes before scoring.
 PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
 TRACE_TAG = "-NONE-"
+# The constituent labels of the Penn Treebank II bracketing guidelines (Bies et al. 1995), and TOP,
+# the root `read_trees` names when the outer bracket holds several constituents.
+TREEBANK_LABELS = frozenset(
+    "ADJP ADVP CONJP FRAG INTJ LST NAC NP NX PP PRN PRT QP RRC S SBAR SBARQ SINV SQ UCP VP "
+    "WHADJP WHADVP WHNP WHPP X TOP".split()
+)
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
@@ -180,6 +186,15 @@ def _linear_tokens(tree: Tree):
         else:
             yield from _linear_tokens(child)
     yield ")" + tree.label
+
+
+def linearized_symbols() -> frozenset:
+    """The tokens a linearization writes for structure: `(L` and `)L` of every treebank label, and XX.
+
+    A subword vocabulary keeps each whole (`Vocabulary`'s whole pieces): a bracket
+    cut into `(` and `NP` would make targets about 1.6 times as long.
+    """
+    return frozenset({NORMALIZED_TAG} | {f"{side}{label}" for label in TREEBANK_LABELS for side in "()"})
 
 
 def delinearize(text: str, sentence_words) -> Tree:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
+WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 # Reserved ids below the first real symbol of a SymbolVocabulary: pad, EOS.
 NUM_RESERVED_IDS = 2
 
@@ -61,17 +62,25 @@ def normalize_text_in_graph(strings: tf.Tensor) -> tf.Tensor:
     return tf.strings.regex_replace(collapsed, r"^ | $", "")
 
 
-def train_vocabulary(sentences, model_path: str, vocab_size: int, *, max_sentences: int = 1_000_000) -> "Vocabulary":
+def train_vocabulary(
+    sentences, model_path: str, vocab_size: int, *, max_sentences: int = 1_000_000, whole_pieces=()
+) -> "Vocabulary":
     """Trains a shared BPE vocabulary on `sentences` (an iterable of str) and writes `model_path`.
 
     `max_sentences` caps how many sentences SentencePiece samples (uniformly, with
     shuffling) from a large corpus such as WMT. The vocabulary may come out smaller
     than `vocab_size` when the text is too small to learn that many merges
     (`hard_vocab_limit=False`); the file records the size actually learned.
+    `whole_pieces` are words that are always one piece, word-start mark included
+    (SentencePiece's user-defined symbols, given as `▁word`), e.g. a linearized tree's
+    brackets, which its script rule would otherwise cut in two (`(` is punctuation,
+    `NP` Latin) and its word-start mark in three.
     """
     model = io.BytesIO()
     try:
-        _train_sentencepiece(sentences, model, vocab_size, max_sentences)
+        _train_sentencepiece(
+            sentences, model, vocab_size, max_sentences, sorted(WORD_START + word for word in whole_pieces)
+        )
     except RuntimeError as error:
         # Every byte (256 pieces for byte fallback), the special ids and each character seen need a piece.
         needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(error))
@@ -90,7 +99,7 @@ def train_vocabulary(sentences, model_path: str, vocab_size: int, *, max_sentenc
     return Vocabulary(model_path)
 
 
-def _train_sentencepiece(sentences, model, vocab_size, max_sentences):
+def _train_sentencepiece(sentences, model, vocab_size, max_sentences, whole_pieces):
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=(normalize_text(sentence) for sentence in sentences),
         model_writer=model,
@@ -109,6 +118,7 @@ def _train_sentencepiece(sentences, model, vocab_size, max_sentences):
         shuffle_input_sentence=True,
         max_sentence_length=1 << 16,
         minloglevel=2,
+        **({"user_defined_symbols": whole_pieces} if whole_pieces else {}),
     )
 
 

@@ -9,9 +9,23 @@ dropped, and the number of leaves is fixed to the sentence length (extra leaves
 dropped from the end, missing ones added at the end of the root; constituents left
 without leaves are removed). The gold tree's words are then put at the leaves.
 
+Either file may hold linearized trees, one per line (t2t-decoder's output, the
+`.targets` it writes beside it), or bracketed Penn Treebank trees (the treebank's
+`.mrg` files, one tree per line or spread over lines, as other parsers write them):
+a file with a bare closing bracket `)` is bracketed, any other linearized (its
+brackets close as `)NP`, and a truncated output may close none).
+Bracketed predictions are scored as they are (no repair), their function tags and
+indices stripped as the gold ones are (`NP-SBJ-1`, `PP-LOC=2` -> `NP`, `PP`, as
+EVALB's own label trimming does), traces removed.
+
 Scoring follows EVALB with the standard COLLINS.prm:
   * a bracket is (label, first word, last word) of every constituent above the
-    part-of-speech level; the root's TOP/ROOT/empty bracket does not count;
+    part-of-speech level;
+  * the root: a root labelled TOP is not scored (COLLINS.prm: DELETE_LABEL TOP), and
+    so are a root labelled ROOT (Stanford's) and the treebank's empty outer bracket
+    `( (S ...) )`, which `read_trees` removes. EVALB itself would count those two as
+    one more sentence-long bracket on each side that has it: rename ROOT to TOP to
+    get EVALB's figure for a file that has it;
   * words whose GOLD tag is punctuation ( `` '' . : , ) are removed before spans are
     measured (so brackets differing only in punctuation match); a bracket that then
     covers no word is not counted;
@@ -23,6 +37,7 @@ Scoring follows EVALB with the standard COLLINS.prm:
 
 import collections
 import dataclasses
+import re
 
 from t2t_lite.data import text_lines, trees
 
@@ -75,16 +90,69 @@ class ParseReport:
         )
 
 
+_BARE_CLOSING_BRACKET = re.compile(r"\)(?=[\s)]|$)")
+
+
+def is_linearized(text: str) -> bool:
+    """False for bracketed trees, which close with a bare `)`; a linearization closes with `)LABEL` only."""
+    return not _BARE_CLOSING_BRACKET.search(text)
+
+
 def evaluate_files(decoded_path: str, gold_path: str) -> ParseReport:
-    """Scores one decoded linearized tree per line against the bracketed gold trees."""
-    decoded = text_lines.read_lines(decoded_path)
-    gold = [trees.clean(tree) for tree in trees.read_trees(text_lines.read_text(gold_path), source=gold_path)]
-    if len(decoded) != len(gold):
+    """Scores the decoded trees against the gold trees, each file linearized or bracketed."""
+    gold = read_gold_trees(gold_path)
+    decoded_text = text_lines.read_text(decoded_path)
+    if is_linearized(decoded_text):
+        decoded = text_lines.read_lines(decoded_path)
+        _check_counts(decoded_path, len(decoded), "lines", gold_path, len(gold))
+        return evaluate(decoded, gold)
+    predicted = [_cleaned(tree, decoded_path) for tree in trees.read_trees(decoded_text, source=decoded_path)]
+    _check_counts(decoded_path, len(predicted), "trees", gold_path, len(gold))
+    return evaluate_trees(predicted, gold, decoded_path)
+
+
+def read_gold_trees(path: str) -> list:
+    """The gold trees of a bracketed file (cleaned as a parser's targets are) or of a linearized one."""
+    text = text_lines.read_text(path)
+    if not is_linearized(text):
+        return [_cleaned(tree, path) for tree in trees.read_trees(text, source=path)]
+    gold = []
+    for number, line in enumerate(text_lines.read_lines(path), 1):
+        leaves = [token for token in line.split() if not _is_open(token) and not _is_close(token)]
+        try:  # the words are not needed to score: placeholders keep the leaf count
+            gold.append(trees.delinearize(line, ["w"] * len(leaves)))
+        except ValueError as error:
+            raise ParseEvalError(f"--gold_trees={path} line {number}: not a well-formed tree: {error}") from None
+    return gold
+
+
+def _cleaned(tree, path):
+    cleaned = trees.clean(tree)
+    if cleaned is None:
+        raise ParseEvalError(f"{path}: a tree holds nothing but traces: {trees.to_bracketed(tree)}")
+    return cleaned
+
+
+def _check_counts(decoded_path, decoded_count, unit, gold_path, gold_count):
+    if decoded_count != gold_count:
         raise ParseEvalError(
-            f"--decoded_trees={decoded_path} has {len(decoded)} lines but "
-            f"--gold_trees={gold_path} has {len(gold)} trees; they must correspond one to one."
+            f"--decoded_trees={decoded_path} has {decoded_count} {unit} but "
+            f"--gold_trees={gold_path} has {gold_count} trees; they must correspond one to one."
         )
-    return evaluate(decoded, gold)
+
+
+def evaluate_trees(predicted_trees: list, gold_trees: list, source: str = "decoded") -> ParseReport:
+    """Scores bracketed predictions as they are; each must have its gold tree's number of words."""
+    total = BracketScore()
+    for number, (predicted, gold) in enumerate(zip(predicted_trees, gold_trees), 1):
+        predicted_words, gold_words = len(trees.words(predicted)), len(trees.words(gold))
+        if predicted_words != gold_words:
+            raise ParseEvalError(
+                f"{source}: tree {number} has {predicted_words} words and its gold tree {gold_words}; "
+                f"both must be parses of the same tokens."
+            )
+        total += score_tree(predicted, gold)
+    return ParseReport(total, len(gold_trees), 0)
 
 
 def evaluate(decoded_lines: list, gold_trees: list) -> ParseReport:
