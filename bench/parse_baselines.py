@@ -8,7 +8,7 @@ which `t2t-parse-eval` scores as it scores the decoder's output:
 
 * right_branching: every suffix of the sentence is a constituent: the root takes the training
   trees' most frequent root label, each smaller suffix the most frequent label of the training
-  constituents that end at the sentence's last word (English branches to the right).
+  rightmost constituents (final punctuation aside: English branches to the right).
 * frequent_shape: the training trees' most frequent linearized tree among those with the
   sentence's number of words (of the nearest length that has one, its leaves then fitted by
   `bracket_f1.repair`).
@@ -38,10 +38,11 @@ def right_branching(train: list):
         tree = trees.delinearize(linearized, ["w"] * leaf_count(linearized))
         roots[tree.label] += 1
         node = tree
-        while node.children and not trees.is_leaf(node.children[-1]):
-            node = node.children[-1]
+        while constituents := [child for child in node.children if not trees.is_leaf(child)]:
+            node = constituents[-1]  # the rightmost constituent, past a final "." leaf
             suffixes[node.label] += 1
-    root, inner = roots.most_common(1)[0][0], suffixes.most_common(1)[0][0]
+    root = roots.most_common(1)[0][0]
+    inner = suffixes.most_common(1)[0][0] if suffixes else root
 
     def parse(num_words: int) -> str:
         labels = [root] + [inner] * (num_words - 1)

@@ -71,13 +71,17 @@ phase training
 decode() {  # decode SPLIT BEAM: parse the split, then score it; both kept when already written
   local split=$1 beam=$2 base="$WORK/$1.beam$2"
   if [ ! -s "$base.decodes" ]; then
-    /usr/bin/time -f "peak memory %M KiB, %e s" -o "$base.time" \
-      "$BIN/t2t-decoder" --problem="$PROBLEM" --data_dir="$WORK/data" --output_dir="$WORK/train" \
+    local timed=()  # GNU time adds the decoder's peak memory where it is installed
+    [ -x /usr/bin/time ] && timed=(/usr/bin/time -f "peak memory %M KiB" -o "$base.memory")
+    local start; start=$(date +%s)
+    "${timed[@]}" "$BIN/t2t-decoder" --problem="$PROBLEM" --data_dir="$WORK/data" --output_dir="$WORK/train" \
       --decode_split="$split" --decode_hparams="beam_size=$beam,$DECODE_HPARAMS" --decode_to_file="$base.decodes"
-    echo "$split beam $beam: $(wc -l <"$base.inputs") sentences, $(cat "$base.time")"
+    echo "$(wc -l <"$base.inputs") sentences in $(($(date +%s) - start)) s${timed[*]:+, $(cat "$base.memory")}" \
+      >"$base.speed"
   fi
+  echo "== $split, beam $beam: $(cat "$base.speed")"
   [ -s "$base.f1" ] || "$BIN/t2t-parse-eval" --decoded_trees="$base.decodes" --gold_trees="$base.targets" >"$base.f1"
-  echo "== $split, beam $beam:"; cat "$base.f1"
+  cat "$base.f1"
 }
 
 first_beam=${BEAMS%% *}
