@@ -122,7 +122,7 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
     model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
     write_checkpoints(model_dir, steps=[1, 2], keep=5)
     trained = {path: open(path, "rb").read() for path in tf.io.gfile.glob(os.path.join(model_dir, "*"))}
-    with pytest.raises(t2t_avg_all.flags.UsageError, match="is --model_dir: the average would replace"):
+    with pytest.raises(t2t_avg_all.flags.UsageError, match="is --model_dir: writing it would replace --model_dir"):
         run_avg_all([f"--model_dir={model_dir}", f"--output_dir={model_dir}/"])
     assert {path: open(path, "rb").read() for path in trained} == trained  # nothing written
 

@@ -22,7 +22,7 @@ import os
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.run_dir import averaging, checkpoints, model_info, run_lock
 
 FLAGS = flags.FLAGS
@@ -42,6 +42,7 @@ def main(argv):
         )
     flags.existing_dir("model_dir")
     flags.writable_dir("output_dir")
+    distinct_paths.check_distinct({"--model_dir": FLAGS.model_dir}, {"--output_dir": FLAGS.output_dir})
     try:
         min_step = _min_step(FLAGS.model_dir, FLAGS.min_steps)
         with run_lock.directory_lock(FLAGS.output_dir, "t2t-avg-all"):

@@ -14,7 +14,7 @@ import os
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.evaluate import bleu
 
 FLAGS = flags.FLAGS
@@ -45,6 +45,7 @@ def main(argv):
     reference = flags.existing_file("reference")
     try:
         if FLAGS.translation:
+            distinct_paths.check_distinct({"--reference": reference, "--translation": FLAGS.translation})
             print(bleu.evaluate_files(flags.existing_file("translation"), reference))
         else:
             _score_steps(reference)
@@ -59,6 +60,10 @@ def _score_steps(reference):
         plot_file = flags.writable_file("plot_file")
     else:
         plot_file = os.path.join(translations_dir, "sacrebleu_by_step.png")
+    plot_flag = "--plot_file" if FLAGS.plot_file else "--translations_dir's sacrebleu_by_step.png"
+    distinct_paths.check_distinct(
+        {"--reference": reference}, {plot_flag: plot_file}
+    )  # --event_dir may be --translations_dir: its event files are named apart from translations
     scores = bleu.evaluate_steps(translations_dir, reference)
     print(bleu.format_table(scores))
     if event_dir:

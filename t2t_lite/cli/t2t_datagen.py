@@ -15,7 +15,7 @@ import os
 from absl import flags as absl_flags
 
 from t2t_lite import registry
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.data import datagen
 from t2t_lite.problems.translate_files import CorpusError
 
@@ -42,6 +42,12 @@ def main(argv):
         problem = registry.problem(problem.base_name)
     data_dir = os.path.expanduser(flags.writable_dir("data_dir"))
     tmp_dir = os.path.expanduser(flags.writable_dir("tmp_dir"))  # downloads go there, so it may not exist yet
+    if flags.FLAGS.vocab_from and flags.FLAGS.overwrite:  # it would be removed before it is read
+        removed = datagen.generated_paths(problem, data_dir)
+        distinct_paths.check_distinct(
+            {"--vocab_from": flags.FLAGS.vocab_from},
+            {f"--data_dir's {os.path.basename(path)}": path for path in removed},
+        )
     try:
         datagen.generate(problem, data_dir, tmp_dir, overwrite=flags.FLAGS.overwrite, vocab_from=flags.FLAGS.vocab_from)
     # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.

@@ -16,6 +16,7 @@ import os
 
 from absl import flags
 
+from t2t_lite.cli import distinct_paths
 from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.data import datagen, text_lines
 from t2t_lite.decode import decode_files, encoded_inputs, input_notes, scoring, translation
@@ -111,6 +112,7 @@ def _score(problem, hparams, settings):
     except (OSError, ValueError) as error:
         raise t2t_flags.UsageError(f"--score_file: {error}") from None
     output = FLAGS.decode_to_file or FLAGS.score_file + ".scores"
+    _check_distinct({"--decode_to_file" if FLAGS.decode_to_file else "--score_file's .scores": output})
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     try:
         scores = scoring.score_pairs(model, vocabulary, pairs, settings)
@@ -211,6 +213,12 @@ def _read_prefixes(count: int) -> list:
     return prefixes
 
 
+def _check_distinct(outputs: dict) -> None:
+    """No output may be one of the input files, nor two inputs one file (compared after resolving links)."""
+    inputs = {f"--{name}": FLAGS[name].value for name in ("decode_from_file", "target_prefix_file", "score_file")}
+    distinct_paths.check_distinct(inputs, outputs)
+
+
 def _read_lines():
     try:
         return text_lines.read_lines(FLAGS.decode_from_file)
@@ -230,11 +238,13 @@ def _output_path(problem, model_dir, settings):
     directory = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(directory):
         raise t2t_flags.UsageError(f"{flag}: the directory {directory} of {output} does not exist; create it first.")
-    if FLAGS.decode_from_file and os.path.exists(output) and os.path.samefile(output, FLAGS.decode_from_file):
-        raise t2t_flags.UsageError(
-            f"--decode_to_file={output} is --decode_from_file: the decodings would replace "
-            f"the input. Give another file."
-        )
+    if FLAGS.decode_from_file:
+        written = {flag: output}
+    else:  # a split's decodings, with its sources and references beside them
+        written = dict(zip((flag, f"{flag}'s .inputs", f"{flag}'s .targets"), decode_files.split_output_paths(output)))
+    if FLAGS.attention_dir:
+        written["--attention_dir's attention.html"] = os.path.join(FLAGS.attention_dir, "attention.html")
+    _check_distinct(written)
     if os.path.exists(output):
         print(f"{output} exists: it will be replaced by this run's decodings.")
     return output

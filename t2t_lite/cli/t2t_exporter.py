@@ -19,7 +19,7 @@ SentencePiece model into the same <export_dir>/<step>/ layout instead; see
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.hparam import HParamsError
 from t2t_lite.run_dir import run_lock
 from t2t_lite.serve import ctranslate2_export, export
@@ -47,7 +47,7 @@ def main(argv):
     flags.require("problem", "data_dir", "export_dir")
     model_dir = flags.trained_model_dir()
     _check_format()
-    _check_paths()
+    _check_paths(model_dir)
     try:
         with run_lock.directory_lock(FLAGS.export_dir, "t2t-exporter"):
             _export(model_dir)
@@ -67,11 +67,16 @@ def _check_format():
         raise flags.UsageError(str(error)) from None
 
 
-def _check_paths():
+def _check_paths(model_dir):
     flags.existing_dir("data_dir")
     if FLAGS.output_dir:
         flags.existing_dir("output_dir")
     flags.writable_dir("export_dir")
+    # An export inside the run's own directory would also take the lock t2t-trainer holds there.
+    model_flag = "--output_dir" if FLAGS.output_dir else "--checkpoint_path's directory"
+    distinct_paths.check_distinct(
+        {model_flag: model_dir, "--data_dir": FLAGS.data_dir}, {"--export_dir": FLAGS.export_dir}
+    )
 
 
 def _export(model_dir):

@@ -11,7 +11,7 @@ outputs are repaired as Vinyals & Kaiser et al. (2015) do (`t2t_lite.evaluate.br
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.evaluate import bracket_f1
 
 FLAGS = flags.FLAGS
@@ -32,6 +32,7 @@ def main(argv):
     del argv
     flags.prepare()
     flags.require("decoded_trees", "gold_trees")
+    distinct_paths.check_distinct({"--decoded_trees": FLAGS.decoded_trees, "--gold_trees": FLAGS.gold_trees})
     try:
         print(bracket_f1.evaluate_files(FLAGS.decoded_trees, FLAGS.gold_trees))
     except (OSError, ValueError) as error:  # unreadable file, bad gold bracketing, count mismatch

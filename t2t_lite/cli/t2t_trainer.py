@@ -19,7 +19,7 @@ import sys
 
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags, settings_flags
+from t2t_lite.cli import distinct_paths, flags, settings_flags
 from t2t_lite.cli.tool_process import exit_at_once
 from t2t_lite.data import datagen
 from t2t_lite.decode import decode_settings, dev_bleu
@@ -54,6 +54,7 @@ def _check_paths():
         flags.writable_dir("tmp_dir")
     (flags.writable_dir if FLAGS.generate_data else flags.existing_dir)("data_dir")
     flags.writable_dir("output_dir")
+    distinct_paths.check_distinct({"--data_dir": FLAGS.data_dir}, {"--output_dir": FLAGS.output_dir})
     if FLAGS.checkpoint_path:
         try:
             checkpoints.checkpoint_path(FLAGS.checkpoint_path)

@@ -11,9 +11,11 @@ decoding settings are t2t-decoder's: hparams.json beside the checkpoints unless
 --hparams_set is given, and --decode_hparams.
 """
 
+import os
+
 from absl import flags as absl_flags
 
-from t2t_lite.cli import flags
+from t2t_lite.cli import distinct_paths, flags
 from t2t_lite.data import text_lines
 from t2t_lite.decode import encoded_inputs
 from t2t_lite.insights import translate_all
@@ -39,6 +41,14 @@ def main(argv):
     flags.require("problem", "data_dir", "model_dir", "source", "translations_dir")
     model_dir, source = flags.existing_dir("model_dir"), flags.existing_file("source")
     translations_dir = flags.writable_dir("translations_dir")
+    distinct_paths.check_distinct(
+        {"--model_dir": model_dir, "--source": source},
+        {
+            "--translations_dir": translations_dir,
+            f"--translations_dir's avg{FLAGS.average_last_n}": FLAGS.average_last_n
+            and os.path.join(translations_dir, f"avg{FLAGS.average_last_n}"),
+        },
+    )
     problem = flags.problem_from_flags()
     flags.check_model_flag()
     if FLAGS.average_last_n < 0 or FLAGS.wait_minutes < 0:

@@ -124,10 +124,7 @@ def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False, v
 
 def remove_generated(problem, data_dir: str) -> None:
     """Deletes what datagen wrote for `problem` in `data_dir` (shards, vocabulary, raw-file record), saying so."""
-    names = [name for split in SPLITS for name in tf.io.gfile.glob(filepattern(data_dir, problem.base_name, split))]
-    names += [name for name in problem.generated_files(data_dir) if os.path.exists(name)]
-    names.append(raw_fingerprint.record_path(data_dir, problem.base_name))
-    removed = [name for name in names if os.path.exists(name)]
+    removed = generated_paths(problem, data_dir)
     for name in removed:
         os.remove(name)
     if removed:
@@ -135,6 +132,14 @@ def remove_generated(problem, data_dir: str) -> None:
 
 
 # -- File names ---------------------------------------------------------------------
+
+
+def generated_paths(problem, data_dir: str) -> list:
+    """The files datagen wrote for `problem` in `data_dir` that exist: shards, vocabulary, records."""
+    names = [name for split in SPLITS for name in tf.io.gfile.glob(filepattern(data_dir, problem.base_name, split))]
+    names += problem.generated_files(data_dir)
+    names.append(raw_fingerprint.record_path(data_dir, problem.base_name))
+    return [name for name in names if os.path.exists(name)]
 
 
 def shard_filenames(data_dir: str, base_name: str, split: str, num_shards: int) -> list:

@@ -58,11 +58,17 @@ def decode_split(
         sources.append(vocabulary.decode(example["inputs"]))
         references.append(vocabulary.decode(example["targets"]))
     translations = translate(model, vocabulary, sources, settings, progress=progress)
+    _, inputs_path, targets_path = split_output_paths(output_path)
     write_lines(output_path, (translation.line(settings.writes_several) for translation in translations))
-    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
-    write_lines(base + ".inputs", sources)
-    write_lines(base + ".targets", references)
+    write_lines(inputs_path, sources)
+    write_lines(targets_path, references)
     return translations
+
+
+def split_output_paths(output_path: str) -> tuple:
+    """(decodings, sources, references): the files `decode_split` writes for `output_path` (X.decodes)."""
+    base = output_path[: -len(".decodes")] if output_path.endswith(".decodes") else output_path
+    return output_path, base + ".inputs", base + ".targets"
 
 
 def decode_interactive(model, vocabulary, settings: DecodeHParams, stdin=sys.stdin, stdout=sys.stdout) -> None:
