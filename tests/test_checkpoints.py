@@ -70,6 +70,11 @@ def cut_short(prefix):
     return data
 
 
+def cut_index(prefix):
+    os.truncate(prefix + ".index", os.path.getsize(prefix + ".index") - 1)
+    return prefix + ".index"
+
+
 def remove_index(prefix):
     os.remove(prefix + ".index")
     return prefix + ".index"
@@ -93,7 +98,11 @@ def transformer_checkpoints(model_dir, steps):
 
 @pytest.mark.parametrize(
     "damage, named",
-    [(cut_short, r"ckpt-3\.data-00000-of-00001 cannot be read"), (remove_index, r"ckpt-3\.index is missing")],
+    [
+        (cut_short, r"ckpt-3\.data-00000-of-00001 cannot be read"),
+        (remove_index, r"ckpt-3\.index is missing"),
+        (cut_index, r"ckpt-3\.index is cut short"),
+    ],
 )
 def test_loading_a_damaged_checkpoint_names_the_file_and_how_to_pick_another(tmp_path, damage, named):
     model_dir = str(tmp_path)

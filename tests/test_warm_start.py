@@ -130,16 +130,21 @@ def test_a_warm_start_into_its_source_or_into_another_run_stops(reverse_data, re
     assert tf.train.latest_checkpoint(other).endswith("ckpt-8")
 
 
-@pytest.mark.parametrize("damage", ["missing", "cut_short", "no_checkpoint"])
+@pytest.mark.parametrize("damage", ["missing", "cut_short", "index_cut", "index_missing", "no_checkpoint"])
 def test_a_warm_start_from_a_missing_or_damaged_checkpoint_is_one_line_naming_it(
     reverse_data, reference_run, tmp_path, damage
 ):
     source = str(tmp_path / "source")
     shutil.copytree(reference_run, source)
     data = os.path.join(source, "ckpt-8.data-00000-of-00001")
-    name = {"missing": os.path.join(source, "ckpt-9"), "cut_short": source, "no_checkpoint": str(tmp_path)}[damage]
+    index = os.path.join(source, "ckpt-8.index")
+    name = {"missing": os.path.join(source, "ckpt-9"), "no_checkpoint": str(tmp_path)}.get(damage, source)
     if damage == "cut_short":
         os.truncate(data, os.path.getsize(data) // 2)
+    elif damage == "index_cut":
+        os.truncate(index, os.path.getsize(index) // 2)
+    elif damage == "index_missing":
+        os.remove(index)
     argv = [
         "--problem=algorithmic_reverse",
         "--hparams_set=transformer_tiny",
@@ -152,11 +157,14 @@ def test_a_warm_start_from_a_missing_or_damaged_checkpoint_is_one_line_naming_it
     expected = {
         "missing": f"--warm_start_from: {name}: not a checkpoint",
         "cut_short": f"--warm_start_from: {data} cannot be read",
+        "index_cut": f"--warm_start_from: {index} is cut short",
+        "index_missing": f"--warm_start_from: {index} is missing",
         "no_checkpoint": f"--warm_start_from: {name}: no checkpoint found",
     }[damage]
     with pytest.raises(flags.UsageError) as raised:
         run_cli(argv)
     assert str(raised.value).startswith(expected) and "\n" not in str(raised.value)
+    assert "--checkpoint_path" not in str(raised.value)  # the way out is another --warm_start_from
     assert not tf.train.latest_checkpoint(str(tmp_path / "new"))
 
 

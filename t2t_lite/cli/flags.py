@@ -129,12 +129,14 @@ def trained_hparams(model_dir: str):
 
 def decode_settings(hparams, problem):
     """--decode_hparams over the problem's defaults (t2t-decoder, t2t-insights, t2t-translate-all)."""
-    from t2t_lite.decode import quantization  # TensorFlow: only for the tools that decode
+    from t2t_lite.decode import quantization, search_settings  # TensorFlow: only for the tools that decode
     from t2t_lite.decode.decode_settings import decode_hparams
 
     try:
         settings = decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    except HParamsError as error:  # it names --decode_hparams
+        if settings.search.sampling_keep_top_k > 0:  # the vocabulary, read without the model's weights
+            search_settings.check_vocabulary(settings.search, problem.vocab_size(FLAGS.data_dir))
+    except (ValueError, FileNotFoundError) as error:  # HParamsError names --decode_hparams; a missing vocabulary
         raise UsageError(str(error)) from None
     note = quantization.speed_note(settings.quantize, settings.search.xla)
     if note:

@@ -83,11 +83,15 @@ def main(argv):
     if lines is not None:
         try:
             translations = translation.translate(model, vocabulary, lines, settings, prefixes=prefixes)
+        except encoded_inputs.BadPrefixError as error:
+            raise t2t_flags.UsageError(f"--target_prefix_file={FLAGS.target_prefix_file}: {error}") from None
         except encoded_inputs.BadInputError as error:
             raise t2t_flags.UsageError(f"--decode_from_file={FLAGS.decode_from_file}: {error}") from None
         decode_files.write_lines(output, (t.line(settings.writes_several) for t in translations))
         note = input_notes.truncation_note(translations, settings, "line")
         warning = _longer_than_trained(model, hparams, settings, translations, "line")
+        if prefixes:
+            note = "\n".join(filter(None, [note, _long_prefixes(model, hparams, settings, vocabulary, prefixes)]))
     else:
         try:
             translations = decode_files.decode_split(
@@ -120,6 +124,15 @@ def _score(problem, hparams, settings):
         raise t2t_flags.UsageError(f"--score_file={FLAGS.score_file}: {error}") from None
     decode_files.write_lines(output, (score.line(settings.score_per_token) for score in scores))
     print(f"Wrote {len(scores)} scores (natural log of P(target | source)) to {output}")
+    limit, reason = input_notes.max_input_ids(model, hparams, settings)
+    consequence = "and were scored whole: {listed} of --score_file. Their scores are extrapolation."
+    for said in (
+        input_notes.empty_sides_note(pairs),
+        input_notes.longer_than_limit_note([s.source_length for s in scores], limit, reason, "source", consequence),
+        input_notes.longer_than_limit_note([len(s.per_token) for s in scores], limit, reason, "target", consequence),
+    ):
+        if said:
+            print(said)
 
 
 def _longer_than_trained(model, hparams, settings, translations, noun):
@@ -128,6 +141,19 @@ def _longer_than_trained(model, hparams, settings, translations, noun):
         return ""
     limit, reason = input_notes.max_input_ids(model, hparams, settings)
     return input_notes.longer_than_trained_note(translations, limit, reason, noun)
+
+
+def _long_prefixes(model, hparams, settings, vocabulary, prefixes) -> str:
+    """The warning for --target_prefix_file lines longer than the model was trained on (none is cut)."""
+    limit, reason = input_notes.max_input_ids(model, hparams, settings)
+    lengths = [len(vocabulary.encode(prefix)) + 1 for prefix in prefixes]  # with EOS, as its translation at least
+    return input_notes.longer_than_limit_note(
+        lengths,
+        limit,
+        reason,
+        "prefix line",
+        "so their translations are as long or longer: {listed} of --target_prefix_file. They are extrapolation.",
+    )
 
 
 def _check_paths():
@@ -196,7 +222,18 @@ def _write_attention(model, vocabulary, translations, page, problem, settings):
 def _settings(problem, model_dir):
     """The model's hparams and the decoding settings, with errors that name their flag."""
     hparams = t2t_flags.trained_hparams(model_dir)
-    return hparams, t2t_flags.decode_settings(hparams, problem)
+    settings = t2t_flags.decode_settings(hparams, problem)
+    if settings.score_per_token and not FLAGS.score_file:
+        raise t2t_flags.UsageError(
+            "--decode_hparams: score_per_token=true adds each subword's term to --score_file's scores, and this "
+            "run decodes: give --score_file, or leave it out."
+        )
+    if FLAGS.score_file and (settings.writes_several or settings.search.samples):
+        raise t2t_flags.UsageError(
+            "--decode_hparams: return_beams, num_samples and sampling_method=random choose what a decoding writes; "
+            "--score_file scores given pairs: leave them out."
+        )
+    return hparams, settings
 
 
 def _read_prefixes(count: int) -> list:

@@ -11,7 +11,7 @@ the hparams set's defaults (§6.1: beam 4, α 0.6), then the problem's (parsing,
 import dataclasses
 
 from t2t_lite.decode import quantization
-from t2t_lite.decode.search_settings import SearchSettings
+from t2t_lite.decode.search_settings import SearchSettings, check_given
 from t2t_lite.hparam import Composed, HParamsError, compose, parse_overrides
 
 
@@ -54,10 +54,19 @@ class DecodeHParams(Composed):
 
 
 def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
-    """The hparams' decode defaults, then the problem's, then `overrides` (--decode_hparams)."""
+    """The hparams' decode defaults, then the problem's, then `overrides` (--decode_hparams).
+
+    A setting `overrides` names that the chosen mode never reads (sampling_temp without
+    sampling_method=random, beam_size with it) is refused rather than ignored.
+    """
     values = {"beam_size": hparams.beam_size, "alpha": hparams.alpha, "extra_length": hparams.extra_length}
     values.update(problem.decode_defaults())
-    return from_decode_hparams(DecodeHParams, values, overrides)
+    settings = from_decode_hparams(DecodeHParams, values, overrides)
+    try:  # a decoding run reads one mode's settings (an export's `sample` signature reads both)
+        check_given(settings.search, parse_overrides(DecodeHParams, overrides))
+    except ValueError as error:
+        raise HParamsError(str(error)) from None
+    return settings
 
 
 def from_decode_hparams(config_class, defaults: dict, overrides: str):

@@ -20,6 +20,10 @@ class BadInputError(ValueError):
     """An input line the model cannot decode; the message names the line."""
 
 
+class BadPrefixError(BadInputError):
+    """A target prefix line the vocabulary cannot encode; the message names the line."""
+
+
 class InputTooLongError(BadInputError):
     """An input line longer than the model's learned position table."""
 
@@ -37,7 +41,7 @@ def encode_prefix(vocabulary, text: str, number: int) -> list:
     try:
         return vocabulary.encode(text)
     except ValueError as error:
-        raise BadInputError(f"prefix line {number}: {error}") from None
+        raise BadPrefixError(f"prefix line {number}: {error}") from None
 
 
 def cut(ids, max_input_size):

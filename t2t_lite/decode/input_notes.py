@@ -2,7 +2,8 @@
 
 Nothing is cut unless asked (`max_input_size`), and nothing cut or extrapolated goes unsaid:
 `truncation_note` names the lines cut, `longer_than_trained_note` those read whole although
-longer than the longest example trained on (`max_input_ids`), `input_note` one sentence's cut.
+longer than the longest example trained on (`max_input_ids`), `longer_than_limit_note` the same of
+scored targets and target prefixes, `input_note` one sentence's cut.
 """
 
 from t2t_lite.decode.decode_settings import DecodeHParams
@@ -41,19 +42,47 @@ def longer_than_trained_note(translations, limit: int, reason: str, noun: str = 
     Beyond the longest example trained on, a model extrapolates (positions it never saw, attention
     over more keys than ever): the translation may still be good, but the user should know which.
     """
-    numbers = [
-        number
-        for number, translation in enumerate(translations, start=1)
-        if not translation.truncated and len(translation.source_ids) > limit
-    ]
+    lengths = [0 if translation.truncated else len(translation.source_ids) for translation in translations]
+    return longer_than_limit_note(
+        lengths,
+        limit,
+        reason,
+        noun,
+        f"and were read whole: {{listed}}. Their translations are extrapolation; "
+        f"--decode_hparams=max_input_size={limit} would cut them instead.",
+        shown,
+    )
+
+
+def longer_than_limit_note(lengths, limit: int, reason: str, noun: str, consequence: str, shown: int = 5) -> str:
+    """A warning naming the items (numbered from 1) of more than `limit` ids, EOS included ("" if none).
+
+    `consequence` ends the line; its `{listed}` becomes the nouns and their numbers. What
+    `longer_than_trained_note` says of decoded lines, and t2t-decoder of the targets of --score_file
+    and the lines of --target_prefix_file, which no setting cuts.
+    """
+    numbers = [number for number, length in enumerate(lengths, start=1) if length > limit]
     if not numbers:
         return ""
     nouns, listed = _listed(numbers, noun, shown)
     return (
         f"Warning: {len(numbers)} {nouns} had more than {limit} ids (EOS included), more than {reason} ({limit}), "
-        f"and were read whole: {nouns} {listed}. Their translations are extrapolation; "
-        f"--decode_hparams=max_input_size={limit} would cut them instead."
+        + consequence.format(listed=f"{nouns} {listed}")
     )
+
+
+def empty_sides_note(pairs, shown: int = 5) -> str:
+    """A line naming the --score_file pairs with an empty side, and how they were scored ("" if none has)."""
+    said = []
+    for side, name, meaning in (
+        (1, "target", "as log P(EOS | source), the probability of translating to nothing"),
+        (0, "source", "as the decoder reads an empty line, EOS alone"),
+    ):
+        numbers = [number for number, pair in enumerate(pairs, start=1) if not pair[side].strip()]
+        if numbers:
+            nouns, listed = _listed(numbers, "line", shown)
+            said.append(f"{len(numbers)} empty {name}{'s' if len(numbers) > 1 else ''} {meaning} ({nouns} {listed})")
+    return f"Scored {'; '.join(said)}." if said else ""
 
 
 def input_note(translation) -> str:

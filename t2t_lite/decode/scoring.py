@@ -2,7 +2,8 @@
 
     log P(y | x) = Σ_t log softmax(z_t)[y_t],   z_t = W_E · decoder(x, y_<t)   (§3.4, teacher forcing)
 
-summed over the target's subwords and its EOS, in natural logarithms: the quantity training
+summed over the target's subwords and its EOS, in natural logarithms (an empty target: the one
+term log P(EOS | x), the probability of translating to nothing): the quantity training
 maximises, and the one beam search ranks before its length penalty (greedy decoding with α = 0
 scores its own output with exactly this sum). Uses: reranking n-best lists, filtering a corpus,
 quality estimation. `t2t-decoder --score_file=FILE` reads `source<TAB>target` lines of raw text;
@@ -26,6 +27,7 @@ class PairScore:
 
     log_probability: float
     per_token: tuple
+    source_length: int = 0  # the source's ids, EOS included
 
     def line(self, per_token: bool) -> str:
         """The output line: the sum, then (with `per_token`) each term, tab-separated."""
@@ -36,7 +38,11 @@ class PairScore:
 
 
 def read_score_file(path: str) -> list:
-    """(source, target) of each `source<TAB>target` line; a line that is neither is an error naming it."""
+    """(source, target) of each `source<TAB>target` line; a line that is neither is an error naming it.
+
+    Either side may be empty: an empty target is the empty translation, scored as the probability of
+    ending at once, log P(EOS | x); an empty source is read as the decoder reads an empty line, EOS alone.
+    """
     pairs = []
     for number, line in enumerate(text_lines.read_lines(path), start=1):
         fields = line.split("\t")
@@ -45,9 +51,6 @@ def read_score_file(path: str) -> list:
                 f"{path}:{number}: expected source<TAB>target, found {len(fields) - 1} tabs. "
                 f"Write each pair on one line with one tab between its sides."
             )
-        for side, text in zip(("source", "target"), fields):
-            if not text.strip():
-                raise BadInputError(f"{path}:{number}: the {side} is empty; every pair needs both sides.")
         pairs.append((fields[0], fields[1]))
     return pairs
 
@@ -68,7 +71,7 @@ def score_pairs(model, vocabulary, pairs, settings: DecodeHParams) -> list:
         terms = step(tf.constant(inputs), tf.constant(target_ids)).numpy()
         for row, index in enumerate(batch):
             kept = terms[row, : len(targets[index])].astype(np.float64)
-            results[index] = PairScore(float(kept.sum()), tuple(float(term) for term in kept))
+            results[index] = PairScore(float(kept.sum()), tuple(float(term) for term in kept), len(sources[index]))
     return results
 
 

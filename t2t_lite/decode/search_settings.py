@@ -16,6 +16,12 @@ import math
 from t2t_lite.decode.sampling import Sampling
 
 SAMPLING_METHODS = ("argmax", "random")
+MAX_SAMPLING_SEED = 2**31 - 1  # the draws take an int32 seed (t2t_lite/decode/sampling.py)
+# The settings each mode leaves unused: one given for the other mode is refused, not ignored.
+UNUSED_IN_MODE = {
+    "argmax": ("sampling_temp", "sampling_keep_top_k", "sampling_seed"),
+    "random": ("beam_size",),  # one draw per step, no beam
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,11 @@ class SearchSettings:
                 f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
                 f"(got {self.sampling_temp}, {self.sampling_keep_top_k})."
             )
+        if not 0 <= self.sampling_seed <= MAX_SAMPLING_SEED:
+            raise ValueError(
+                f"--decode_hparams: sampling_seed={self.sampling_seed}: must be from 0 to {MAX_SAMPLING_SEED} "
+                f"(2**31 - 1), the draws' int32 seed."
+            )
 
     @property
     def samples(self) -> bool:
@@ -72,6 +83,27 @@ class SearchSettings:
     def traced(self) -> "SearchSettings":
         """What a compiled search depends on: these settings without the seed, which it takes as an argument."""
         return dataclasses.replace(self, sampling_seed=0)
+
+
+def check_given(search: SearchSettings, given) -> None:
+    """Refuses a setting named in `--decode_hparams` (`given`: the names) that the chosen mode never reads."""
+    unused = [name for name in UNUSED_IN_MODE[search.sampling_method] if name in given]
+    if unused:
+        other = "random" if search.sampling_method == "argmax" else "argmax"
+        raise ValueError(
+            f"--decode_hparams: {', '.join(unused)} {'has' if len(unused) == 1 else 'have'} no effect with "
+            f"sampling_method={search.sampling_method} (only with sampling_method={other}): "
+            f"leave {'it' if len(unused) == 1 else 'them'} out, or set sampling_method={other}."
+        )
+
+
+def check_vocabulary(search: SearchSettings, vocab_size: int) -> None:
+    """Refuses a sampling_keep_top_k above the vocabulary's size, known from the data before the model loads."""
+    if search.sampling_keep_top_k > vocab_size:
+        raise ValueError(
+            f"--decode_hparams: sampling_keep_top_k={search.sampling_keep_top_k} is more than the model's "
+            f"{vocab_size} tokens: give at most {vocab_size}, or -1 to keep all."
+        )
 
 
 def check_length_penalty(alpha: float) -> None:

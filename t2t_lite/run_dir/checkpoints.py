@@ -83,8 +83,8 @@ class SaveEvery:
 # -- Finding checkpoints, for the decoder, the exporter and t2t-avg-all ---------------------
 
 
-def checkpoint_path(checkpoint_path_or_dir: str) -> str:
-    """A checkpoint prefix as given, or the latest one in a directory."""
+def checkpoint_path(checkpoint_path_or_dir: str, flag: str = "--checkpoint_path") -> str:
+    """A checkpoint prefix as given, or the latest one in a directory (`flag`: how the user gave it)."""
     if tf.io.gfile.isdir(checkpoint_path_or_dir):
         state = tf.train.get_checkpoint_state(checkpoint_path_or_dir)
         if state is None or not state.model_checkpoint_path:
@@ -94,7 +94,7 @@ def checkpoint_path(checkpoint_path_or_dir: str) -> str:
             )
         latest = state.model_checkpoint_path
         if not tf.io.gfile.exists(latest + ".index"):
-            raise damaged(latest, None)
+            raise damaged(latest, None, flag=flag)
         return latest
     if not tf.io.gfile.exists(checkpoint_path_or_dir + ".index"):
         raise CheckpointError(f"{checkpoint_path_or_dir}: not a checkpoint (no {checkpoint_path_or_dir}.index).")
@@ -117,6 +117,21 @@ def listed_checkpoints(model_dir: str) -> list:
 READ_ERRORS = (tf.errors.OpError, IndexError)
 
 
+# A checkpoint's .index is a LevelDB-style table: it ends with a 48-byte footer whose last 8 bytes are
+# this magic number, so a cut one is told from a cut .data file without reading either.
+INDEX_FOOTER_LENGTH = 48
+INDEX_MAGIC = bytes.fromhex("57fb808b247547db")
+
+
+def _index_is_whole(index_path: str) -> bool:
+    with tf.io.gfile.GFile(index_path, "rb") as file:
+        size = file.size()
+        if size < INDEX_FOOTER_LENGTH:
+            return False
+        file.seek(size - len(INDEX_MAGIC))
+        return file.read(len(INDEX_MAGIC)) == INDEX_MAGIC
+
+
 def damaged(prefix: str, error, what: str = "", flag: str = "--checkpoint_path") -> CheckpointError:
     """The error for a checkpoint that cannot be read: which file, and how to pick another one with `flag`."""
     older = [
@@ -135,6 +150,8 @@ def damage(prefix: str, error) -> str:
     """What is wrong with the files of checkpoint `prefix`, naming them."""
     if not tf.io.gfile.exists(prefix + ".index"):
         return f"{prefix}.index is missing"
+    if not _index_is_whole(prefix + ".index"):
+        return f"{prefix}.index is cut short (it lacks the footer every checkpoint index ends with)"
     data = sorted(tf.io.gfile.glob(prefix + ".data-*"))
     if not data:
         return f"{prefix}.data-* files are missing"

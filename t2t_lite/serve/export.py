@@ -47,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import quantization
+from t2t_lite.decode import quantization, search_settings
 from t2t_lite.hparam import flat_values
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
 from t2t_lite.run_dir import checkpoints, model_info
@@ -252,6 +252,7 @@ def export_model(
     vocabulary = sentencepiece_vocabulary(problem, data_dir, "the export tokenizes in-graph with SentencePiece")
     settings = export_settings(hparams, problem, decode_overrides)
     check_learned_positions(hparams, settings)
+    search_settings.check_vocabulary(settings.search, vocabulary.vocab_size)  # the `sample` signature's top-k
     note = quantization.speed_note(settings.quantize, settings.search.xla)
     if note:  # of this CPU: the one the export is made on, often the one it serves on
         print(note, file=sys.stderr)

@@ -145,7 +145,8 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
     @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "prefixes")], autograph=False)
     def translate_prefix(inputs, prefixes):
         # Each translation starts with its prefix's subwords; beam search goes on from there.
-        inputs, prefixes = sentences(inputs, "inputs"), sentences(prefixes, "prefixes")
+        inputs = sentences(inputs, "inputs")
+        prefixes = one_per_input(inputs, sentences(prefixes, "prefixes"), "prefixes")
         utf8 = valid_utf8(inputs, prefixes)
         forced = subwords(prefixes, utf8).to_tensor(PAD_ID)
         return plain_search(inputs, utf8, prefixes=tf.cast(forced, tf.int32))
@@ -171,7 +172,8 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
     @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "targets")], autograph=False)
     def score(inputs, targets):
         # log P(target | source), teacher-forced, as `t2t-decoder --score_file` (t2t_lite.decode.scoring).
-        inputs, targets = sentences(inputs, "inputs"), sentences(targets, "targets")
+        inputs = sentences(inputs, "inputs")
+        targets = one_per_input(inputs, sentences(targets, "targets"), "targets")
         utf8 = valid_utf8(inputs, targets)
         source_ids = subwords(inputs, utf8)
         target_ids = ending_in_eos(subwords(targets, utf8))
@@ -207,6 +209,20 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
 def any_rank(dtype, name: str) -> tf.TensorSpec:
     """A signature input of any rank (the rank is checked in the graph, `of_rank`)."""
     return tf.TensorSpec(None, dtype, name=name)
+
+
+def one_per_input(inputs, paired, name: str):
+    """`paired` (a sentence per input: targets, prefixes), checked in the graph to have as many as `inputs`.
+
+    Another count stops the call with InvalidArgumentError naming both inputs and their counts.
+    """
+    check = tf.debugging.Assert(
+        tf.equal(tf.size(inputs), tf.size(paired)),
+        [f"inputs and {name}: expected one of {name} per input; got", tf.size(inputs), "inputs and", tf.size(paired)],
+        name=f"check_{name}_count",
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(paired)
 
 
 def of_rank(tensor, rank: int, expected: str):

@@ -13,6 +13,7 @@ from t2t_lite.hparam import setting
 from t2t_lite.train.early_stopping import EarlyStopping
 
 SCHEDULES = ("train", "evaluate", "train_and_evaluate")
+MAX_RANDOM_SEED = 2**32 - 1  # numpy.random.seed's largest, which keras.utils.set_random_seed calls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +76,11 @@ class RunSettings:
         ):
             if not getattr(self, name) >= 0:  # NaN too
                 raise ValueError(f"--{name}={getattr(self, name)}: must be zero or positive.")
+        if not 0 <= self.random_seed <= MAX_RANDOM_SEED:
+            raise ValueError(
+                f"--random_seed={self.random_seed}: must be from 0 to {MAX_RANDOM_SEED} (2**32 - 1): it seeds numpy, "
+                f"Python and TensorFlow at once, and numpy takes no other."
+            )
         judged = self.early_stopping.steps or self.early_stopping.metric != EarlyStopping().metric
         if judged and self.schedule != "train_and_evaluate":
             raise ValueError(

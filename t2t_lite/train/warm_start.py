@@ -46,7 +46,7 @@ class WarmStartError(checkpoints.CheckpointError):
 def source_checkpoint(path: str) -> str:
     """The checkpoint prefix `--warm_start_from` names: a prefix, or a run directory's latest checkpoint."""
     try:
-        return checkpoints.checkpoint_path(path)
+        return checkpoints.checkpoint_path(path, flag="--warm_start_from")
     except checkpoints.CheckpointError as error:
         raise WarmStartError(f"--warm_start_from: {error}") from None
 
