@@ -111,8 +111,6 @@ def test_the_decoder_writes_one_score_per_pair_and_per_token_on_request(model_an
     [
         (b"der hund\thund der\nno tab here\n", r"pairs.tsv:2: expected source<TAB>target, found 0 tabs"),
         (b"a\tb\tc\n", r"pairs.tsv:1: expected source<TAB>target, found 2 tabs"),
-        (b"haus\thaus\n \thaus\n", r"pairs.tsv:2: the source is empty"),
-        (b"haus\t\n", r"pairs.tsv:1: the target is empty"),
         (b"haus\thaus\nbad \xff\thaus\n", r"pairs.tsv:2: not valid UTF-8"),
     ],
 )
@@ -124,6 +122,43 @@ def test_a_bad_line_stops_the_tool_before_any_work_naming_it(tmp_path, monkeypat
     with pytest.raises(decoder_cli.t2t_flags.UsageError, match="--score_file: .*" + message):
         run_scoring(tmp_path, text)
     assert not (tmp_path / "pairs.tsv.scores").exists()
+
+
+def test_an_empty_target_is_the_probability_of_eos_first_and_an_empty_source_eos_alone(model_and_vocabulary):
+    """log P("" | x) = log softmax(z_1)[EOS], from the logits computed by hand; an empty source reads as [EOS]."""
+    model, vocabulary = model_and_vocabulary
+    pairs = [("der hund", ""), ("", "hund der"), ("", ""), ("haus", "haus")]
+    scores = scoring.score_pairs(model, vocabulary, pairs, DecodeHParams.of(batch_size=3))
+    for (source, target), score in zip(pairs, scores):
+        expected = unbatched_log_probs(model, vocabulary, source, target)
+        np.testing.assert_allclose(score.per_token, expected, rtol=1e-5, atol=1e-5)
+    assert len(scores[0].per_token) == 1 and scores[0].log_probability < 0  # EOS's term alone
+    # What a model that learned to translate gives nothing a nonempty source: far less likely than its translation.
+    assert (
+        scores[0].log_probability
+        < scoring.score_pairs(model, vocabulary, [("der hund", "hund der")], DecodeHParams.of())[0].log_probability
+    )
+
+
+def test_the_decoder_scores_its_own_empty_translations_and_says_which(model_and_vocabulary, tmp_path, capsys):
+    model, vocabulary = model_and_vocabulary
+    run_scoring(tmp_path, "der hund\thund der\nhaus\t\n\thaus\n".encode())
+    lines = (tmp_path / "pairs.tsv.scores").read_text().splitlines()
+    assert len(lines) == 3
+    assert float(lines[1]) == pytest.approx(unbatched_log_probs(model, vocabulary, "haus", "").sum(), abs=1e-4)
+    printed = capsys.readouterr().out
+    assert (
+        "Scored 1 empty target as log P(EOS | source), the probability of translating to nothing (line 2); " in printed
+    )
+    assert "1 empty source as the decoder reads an empty line, EOS alone (line 3)." in printed
+
+
+def test_long_sources_and_targets_are_warned_about_as_long_decode_inputs(tmp_path, capsys):
+    long = " ".join(["haus"] * 300)  # beyond the fixture's max_length
+    run_scoring(tmp_path, f"haus\thaus\n{long}\thaus\nhaus\t{long}\n".encode())
+    printed = capsys.readouterr().out
+    assert "Warning: 1 source had more than" in printed and "scored whole: source 2 of --score_file" in printed
+    assert "Warning: 1 target had more than" in printed and "target 3 of --score_file" in printed
 
 
 def test_score_file_with_another_input_is_refused(tmp_path):

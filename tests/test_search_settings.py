@@ -9,7 +9,7 @@ import pytest
 from t2t_lite import registry
 from t2t_lite.decode import batch_decoding
 from t2t_lite.decode.decode_settings import DecodeHParams, decode_hparams
-from t2t_lite.decode.search_settings import SearchSettings
+from t2t_lite.decode.search_settings import SearchSettings, check_vocabulary
 from t2t_lite.hparam import HParams, HParamsError, compose, field_types, flat_values
 from t2t_lite.model.transformer import Transformer
 from t2t_lite.serve.export_settings import ExportSettings, export_settings
@@ -26,12 +26,14 @@ def test_each_setting_is_defined_once_and_the_decoder_and_export_take_the_same_n
 
 def test_the_flag_fills_the_search_whole_and_a_flat_record_rebuilds_it():
     base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
-    settings = decode_hparams(base, files, "beam_size=5,sampling_seed=9,batch_size=8,xla=true")
-    assert settings.search == SearchSettings(beam_size=5, alpha=0.6, extra_length=50, xla=True, sampling_seed=9)
+    settings = decode_hparams(base, files, "beam_size=5,batch_size=8,xla=true")
+    assert settings.search == SearchSettings(beam_size=5, alpha=0.6, extra_length=50, xla=True)
     assert settings.batch_size == 8
     assert compose(DecodeHParams, flat_values(settings)) == settings
-    exported = export_settings(base, files, "beam_size=5,xla=true")
-    assert exported.search == dataclasses.replace(settings.search, sampling_seed=1)  # the decoder's, as given
+    drawn = decode_hparams(base, files, "sampling_method=random,sampling_seed=9")
+    assert compose(DecodeHParams, flat_values(drawn)) == drawn
+    exported = export_settings(base, files, "beam_size=5,xla=true,sampling_seed=9")  # the `sample` signature's seed
+    assert exported.search == dataclasses.replace(settings.search, sampling_seed=9)  # the decoder's, as given
 
 
 @pytest.mark.parametrize(
@@ -41,6 +43,11 @@ def test_the_flag_fills_the_search_whole_and_a_flat_record_rebuilds_it():
         ("alpha=nan", "--decode_hparams: alpha=nan"),
         ("sampling_temp=-1", "--decode_hparams: sampling_temp must be ≥ 0"),
         ("sampling_method=nucleus", "--decode_hparams: sampling_method=nucleus"),
+        # The draws take an int32 seed: a larger one would wrap onto another's samples (2**63 and beyond
+        # were a traceback), and a negative one is no seed the user can reproduce by name.
+        (f"sampling_seed={2**31}", r"--decode_hparams: sampling_seed=2147483648: must be from 0 to 2147483647"),
+        ("sampling_seed=-1", r"--decode_hparams: sampling_seed=-1: must be from 0"),
+        (f"sampling_seed={2**64}", r"--decode_hparams: sampling_seed=18446744073709551616: must be from 0"),
     ],
 )
 def test_a_bad_search_setting_is_refused_in_the_same_words_by_the_decoder_and_the_export(overrides, message):
@@ -70,3 +77,29 @@ def test_equal_settings_share_one_compiled_search_and_the_seed_is_no_part_of_its
         batch_decoding.decode_batch(model, inputs, drawing)
     assert len(batch_decoding._COMPILED[model]) == 2  # one search, one sampling: the seeds share its trace
     assert hash(SearchSettings(beam_size=2)) == hash(SearchSettings(beam_size=2))
+
+
+@pytest.mark.parametrize(
+    "overrides, unused",
+    [
+        ("sampling_temp=0.7", "sampling_temp has no effect with sampling_method=argmax"),
+        ("sampling_keep_top_k=5,sampling_seed=3", "sampling_keep_top_k, sampling_seed have no effect"),
+        ("sampling_temp=1.0", "sampling_temp has no effect"),  # even at its default: it was given for nothing
+        ("sampling_method=random,beam_size=8", "beam_size has no effect with sampling_method=random"),
+    ],
+)
+def test_a_setting_the_chosen_mode_never_reads_is_refused_naming_it(overrides, unused):
+    base, files = registry.hparams("transformer_base"), registry.problem("translate_files")
+    with pytest.raises(HParamsError, match=f"^--decode_hparams: {unused}.*leave"):
+        decode_hparams(base, files, overrides)
+    decode_hparams(base, files, "sampling_method=random,sampling_temp=0.7,sampling_keep_top_k=5,sampling_seed=3")
+    # An export reads both: its search, and the draws of its `sample` signature.
+    export_settings(base, files, "beam_size=8,sampling_temp=0.7,sampling_keep_top_k=5")
+
+
+def test_top_k_beyond_the_vocabulary_is_refused_before_any_model_is_built():
+    search = SearchSettings(sampling_method="random", sampling_keep_top_k=13)
+    with pytest.raises(ValueError, match="sampling_keep_top_k=13 is more than the model's 12 tokens: give at most 12"):
+        check_vocabulary(search, 12)
+    check_vocabulary(dataclasses.replace(search, sampling_keep_top_k=12), 12)  # all of them: allowed
+    check_vocabulary(dataclasses.replace(search, sampling_keep_top_k=-1), 12)

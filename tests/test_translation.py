@@ -340,6 +340,62 @@ def test_cli_continues_each_lines_target_prefix(trained, tmp_path):
         run_decoder(*common, f"--target_prefix_file={tmp_path / 'prefixes.txt'}")
 
 
+def test_cli_warns_of_long_prefixes_and_names_the_prefix_file_for_a_bad_prefix_line(trained, tmp_path, capsys):
+    problem, model, data_dir, output_dir = trained
+    trained_dir = tmp_path / "train"
+    shutil.copytree(output_dir, trained_dir)
+    recorded = json.loads((trained_dir / model_info.HPARAMS_FILE).read_text())
+    (trained_dir / model_info.HPARAMS_FILE).write_text(json.dumps(dict(recorded, max_length=6)))
+    (tmp_path / "in.txt").write_text("3 4\n1 2\n7\n")
+    # 6 symbols and the EOS of any translation that starts with them: 7 ids, beyond max_length 6.
+    (tmp_path / "prefixes.txt").write_text("1 2 3 4 5 6\n\n1 2 3 4 5\n")
+    common = [
+        "--problem=algorithmic_reverse",
+        f"--data_dir={data_dir}",
+        f"--output_dir={trained_dir}",
+        f"--decode_from_file={tmp_path / 'in.txt'}",
+        f"--target_prefix_file={tmp_path / 'prefixes.txt'}",
+    ]
+    run_decoder(*common, f"--decode_to_file={tmp_path / 'out'}")
+    printed = capsys.readouterr().out
+    assert "Warning: 1 prefix line had more than 6 ids (EOS included)" in printed
+    assert "prefix line 1 of --target_prefix_file" in printed
+    (tmp_path / "prefixes.txt").write_text("9\n9 z\n\n")  # z: no symbol of the problem's vocabulary
+    with pytest.raises(decoder_cli.t2t_flags.UsageError, match=r"^--target_prefix_file=.*prefixes.txt: prefix line 2"):
+        run_decoder(*common, f"--decode_to_file={tmp_path / 'out2'}")
+
+
+def test_cli_refuses_decode_settings_before_the_model_loads(trained, tmp_path, monkeypatch):
+    """Each named by its setting: against the vocabulary (12 tokens, read from --data_dir) and the mode."""
+    _, model, data_dir, output_dir = trained
+
+    def no_model(*args):
+        raise AssertionError("the model was loaded before the settings were checked")
+
+    monkeypatch.setattr(decoder_cli.t2t_flags, "trained_model", no_model)
+    source = tmp_path / "in.txt"
+    source.write_text("3 4 5\n")
+    vocab_size = model.vocab_size
+    cases = [
+        (
+            f"sampling_method=random,sampling_keep_top_k={vocab_size + 1}",
+            f"sampling_keep_top_k={vocab_size + 1} is more than the model's {vocab_size} tokens",
+        ),
+        ("sampling_temp=0.5", "sampling_temp has no effect with sampling_method=argmax"),
+        (f"sampling_method=random,sampling_seed={2**63}", "sampling_seed=9223372036854775808: must be from 0"),
+        ("score_per_token=true", "score_per_token=true adds each subword's term to --score_file's scores"),
+    ]
+    for overrides, message in cases:
+        with pytest.raises(decoder_cli.t2t_flags.UsageError, match=f"^--decode_hparams: {message}"):
+            run_decoder(
+                "--problem=algorithmic_reverse",
+                f"--data_dir={data_dir}",
+                f"--output_dir={output_dir}",
+                f"--decode_from_file={source}",
+                f"--decode_hparams={overrides}",
+            )
+
+
 def test_cli_without_checkpoint_names_the_flags(trained):
     with pytest.raises(Exception, match="--output_dir"):
         run_decoder("--problem=algorithmic_reverse", f"--data_dir={trained[2]}")
