@@ -32,6 +32,7 @@ from t2t_lite.serve import ctranslate2_export, export
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from test_export import STEP, TINY, build_trained_export, padded, python_random_seed, random_sentences, run_exporter  # noqa: E402
+from test_translation import run_decoder  # noqa: E402
 
 SMALL = "hidden_size=16,filter_size=24,num_heads=2,num_hidden_layers=2,max_length=20,layer_prepostprocess_dropout=0.0"
 EXTRA_LENGTH = 6
@@ -259,6 +260,29 @@ def test_score_batch_equals_what_t2t_decoder_score_file_writes(trained_export):
     for mine, other in zip(ours, theirs):
         np.testing.assert_allclose(other, mine.per_token, atol=1e-4, rtol=0)
         assert float(other.sum()) == pytest.approx(mine.log_probability, abs=1e-3)
+
+
+def test_an_empty_target_scores_as_ctranslate2s_score_batch_scores_it(trained_export, tmp_path):
+    """The decoder's own empty translations scored back: log P(EOS | source), the one term both compute; an
+    empty source, EOS alone, is scored alike by both."""
+    vocab = trained_export["vocab"]
+    sentences = random_sentences(seed=6, count=4)
+    pairs = [(sentence, "") for sentence in sentences] + [("", sentences[0]), ("", "")]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{source}\t{target}\n" for source, target in pairs))
+    run_decoder(
+        "--problem=translate_files",
+        f"--data_dir={os.path.dirname(vocab.model_path)}",
+        f"--output_dir={trained_export['base'] / 'avg'}",
+        f"--score_file={tmp_path / 'pairs.tsv'}",
+        "--hparams_set=transformer_tiny",
+        f"--hparams={TINY}",
+    )
+    written = [float(line) for line in (tmp_path / "pairs.tsv.scores").read_text().splitlines()]
+    translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
+    sources, targets = ([vocab.encode(side) for side in sides] for sides in zip(*pairs))
+    theirs = ct2_log_probs(translator, trained_export["version"], sources, targets)
+    assert [len(other) for other in theirs[:4]] == [1] * 4  # EOS alone
+    np.testing.assert_allclose(written, [float(other.sum()) for other in theirs], atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)

@@ -480,6 +480,14 @@ def test_an_input_of_another_rank_is_refused(loaded_export, signature, inputs, e
         loaded_export.signatures[signature](**tensors)
 
 
+@pytest.mark.parametrize("signature, paired", [("score", "targets"), ("translate_prefix", "prefixes")])
+def test_a_second_input_of_another_count_is_refused_naming_both(setup, signature, paired):
+    loaded = tf.saved_model.load(setup["version_dir"])
+    expected = rf"inputs and {paired}: expected one of {paired} per input; got\] \[2\] \[inputs and\] \[1\]"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=expected):
+        loaded.signatures[signature](inputs=tf.constant(["die katze", "der hund"]), **{paired: tf.constant(["katze"])})
+
+
 def test_tf_servings_path_refuses_another_rank_too(setup):
     """A session fed by tensor name, as TF Serving's C++ loader runs the graph: no shape check before the graph's."""
     graph = tf.Graph()

@@ -171,7 +171,8 @@ def test_the_savedmodels_score_signature_gives_the_same_numbers(setup):  # noqa:
     """The `score` signature of `t2t-exporter`'s SavedModel: raw text in, scoring.score_pairs' numbers out."""
     loaded = tf.saved_model.load(setup["version_dir"])
     sentences = random_sentences(seed=8, count=5)
-    pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences] + [("ein satz", "\xff")]
+    pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences]
+    pairs += [("der hund", ""), ("ein satz", "\xff")]  # an empty translation: log P(EOS | source)
     expected = scoring.score_pairs(setup["model"], setup["vocab"], pairs[:-1], DecodeHParams.of(batch_size=2))
     served = loaded.signatures["score"](
         inputs=tf.constant([source.encode("utf-8") for source, _ in pairs[:-1]] + [b"ein satz"]),
@@ -183,6 +184,7 @@ def test_the_savedmodels_score_signature_gives_the_same_numbers(setup):  # noqa:
         assert lengths[row] == len(score.per_token)
         np.testing.assert_allclose(token_scores[row, : lengths[row]], score.per_token, atol=1e-4)
         assert scores[row] == pytest.approx(score.log_probability, abs=1e-3)
-    assert scores[-1] == -np.inf and served["input_not_utf8"].numpy().tolist() == [False] * 5 + [True]
+    assert lengths[-2] == 1  # EOS alone
+    assert scores[-1] == -np.inf and served["input_not_utf8"].numpy().tolist() == [False] * 6 + [True]
     empty = loaded.signatures["score"](inputs=tf.constant([], tf.string), targets=tf.constant([], tf.string))
     assert empty["scores"].shape == (0,)
