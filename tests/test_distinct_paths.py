@@ -151,6 +151,7 @@ def test_bleu_refuses_a_reference_given_as_its_own_translation(tmp_path):
     with pytest.raises(UsageError, match=r"--translation=.*link.de is --reference=.*ref.de .*one file given as two"):
         run(t2t_bleu, f"--reference={reference}", f"--translation={tmp_path / 'link.de'}")
     (tmp_path / "translations").mkdir()
+    (tmp_path / "translations" / "val.en-100").write_text("ein Haus\n")
     with pytest.raises(UsageError, match="--plot_file=.*ref.de is --reference: writing it would replace --reference"):
         run(
             t2t_bleu,
@@ -158,7 +159,14 @@ def test_bleu_refuses_a_reference_given_as_its_own_translation(tmp_path):
             f"--translations_dir={tmp_path / 'translations'}",
             f"--plot_file={reference}",
         )
-    assert reference.read_text() == "ein Haus\n"
+    with pytest.raises(UsageError, match="--plot_file=.*val.en-100 is --translations_dir's val.en-100: writing it"):
+        run(
+            t2t_bleu,
+            f"--reference={reference}",
+            f"--translations_dir={tmp_path / 'translations'}",
+            f"--plot_file={tmp_path / 'translations' / 'val.en-100'}",
+        )
+    assert reference.read_text() == "ein Haus\n" == (tmp_path / "translations" / "val.en-100").read_text()
 
 
 def test_parse_eval_refuses_gold_trees_as_decoded_trees(tmp_path):

@@ -552,6 +552,11 @@ def test_exporter_flag_errors(setup, tmp_path):
         run_exporter(setup["flags"] + ["--hparams=hidden_sise=3", f"--export_dir={tmp_path}"])
     with pytest.raises(t2t_exporter.flags.UsageError, match="--model: .*transformr"):
         run_exporter(setup["flags"] + ["--model=transformr", f"--export_dir={tmp_path}"])
+    size = setup["vocab"].vocab_size  # the `sample` signature's top-k, checked before the checkpoint is read
+    with pytest.raises(
+        t2t_exporter.flags.UsageError, match=f"sampling_keep_top_k={size + 1} is more than the model's {size} tokens"
+    ):
+        run_exporter(setup["flags"][:-1] + [decode_flag(sampling_keep_top_k=size + 1), f"--export_dir={tmp_path}"])
     assert os.listdir(tmp_path) == []
 
 

@@ -61,9 +61,9 @@ def _score_steps(reference):
     else:
         plot_file = os.path.join(translations_dir, "sacrebleu_by_step.png")
     plot_flag = "--plot_file" if FLAGS.plot_file else "--translations_dir's sacrebleu_by_step.png"
-    distinct_paths.check_distinct(
-        {"--reference": reference}, {plot_flag: plot_file}
-    )  # --event_dir may be --translations_dir: its event files are named apart from translations
+    read = {f"--translations_dir's {os.path.basename(path)}": path for _, _, path in bleu.step_files(translations_dir)}
+    # --event_dir may be --translations_dir: its event files are named apart from translations.
+    distinct_paths.check_distinct({"--reference": reference, **read}, {plot_flag: plot_file})
     scores = bleu.evaluate_steps(translations_dir, reference)
     print(bleu.format_table(scores))
     if event_dir:
