@@ -161,6 +161,16 @@ def test_long_sources_and_targets_are_warned_about_as_long_decode_inputs(tmp_pat
     assert "Warning: 1 target had more than" in printed and "target 3 of --score_file" in printed
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    ["return_beams=true", "sampling_method=random", "sampling_method=random,num_samples=2", "max_input_size=4"],
+)
+def test_a_decoding_setting_with_score_file_is_refused_not_ignored(tmp_path, overrides):
+    with pytest.raises(decoder_cli.t2t_flags.UsageError, match="^--decode_hparams: return_beams, num_samples, .*whole"):
+        run_scoring(tmp_path, b"haus\thaus\n", f"--decode_hparams={overrides}")
+    assert not (tmp_path / "pairs.tsv.scores").exists()
+
+
 def test_score_file_with_another_input_is_refused(tmp_path):
     (tmp_path / "in.txt").write_text("haus\n")
     with pytest.raises(decoder_cli.t2t_flags.UsageError, match="--score_file scores given pairs: leave out"):

@@ -228,10 +228,10 @@ def _settings(problem, model_dir):
             "--decode_hparams: score_per_token=true adds each subword's term to --score_file's scores, and this "
             "run decodes: give --score_file, or leave it out."
         )
-    if FLAGS.score_file and (settings.writes_several or settings.search.samples):
+    if FLAGS.score_file and (settings.writes_several or settings.search.samples or settings.max_input_size):
         raise t2t_flags.UsageError(
-            "--decode_hparams: return_beams, num_samples and sampling_method=random choose what a decoding writes; "
-            "--score_file scores given pairs: leave them out."
+            "--decode_hparams: return_beams, num_samples, sampling_method=random and max_input_size choose what a "
+            "decoding reads and writes; --score_file scores given pairs whole: leave them out."
         )
     return hparams, settings
 
