@@ -124,7 +124,7 @@ def snapshot(directory):
     }
 
 
-@pytest.mark.parametrize("damage", [cut_short, remove_index])
+@pytest.mark.parametrize("damage", [cut_short, remove_index, cut_index])
 def test_training_resumes_from_the_newest_checkpoint_that_reads_keeping_the_damaged_one(tmp_path, damage):
     model_dir = str(tmp_path / "train")
     write_checkpoints(model_dir, steps=[1, 2, 3], keep=5)

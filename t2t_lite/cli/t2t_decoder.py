@@ -124,15 +124,20 @@ def _score(problem, hparams, settings):
         raise t2t_flags.UsageError(f"--score_file={FLAGS.score_file}: {error}") from None
     decode_files.write_lines(output, (score.line(settings.score_per_token) for score in scores))
     print(f"Wrote {len(scores)} scores (natural log of P(target | source)) to {output}")
+    for said in _score_notes(model, hparams, settings, pairs, scores):
+        if said:
+            print(said)
+
+
+def _score_notes(model, hparams, settings, pairs, scores) -> tuple:
+    """What scoring says of its pairs: those with an empty side, and sides longer than any trained on."""
     limit, reason = input_notes.max_input_ids(model, hparams, settings)
     consequence = "and were scored whole: {listed} of --score_file. Their scores are extrapolation."
-    for said in (
+    return (
         input_notes.empty_sides_note(pairs),
         input_notes.longer_than_limit_note([s.source_length for s in scores], limit, reason, "source", consequence),
         input_notes.longer_than_limit_note([len(s.per_token) for s in scores], limit, reason, "target", consequence),
-    ):
-        if said:
-            print(said)
+    )
 
 
 def _longer_than_trained(model, hparams, settings, translations, noun):
