@@ -48,6 +48,8 @@ def test_the_flag_fills_the_search_whole_and_a_flat_record_rebuilds_it():
         (f"sampling_seed={2**31}", r"--decode_hparams: sampling_seed=2147483648: must be from 0 to 2147483647"),
         ("sampling_seed=-1", r"--decode_hparams: sampling_seed=-1: must be from 0"),
         (f"sampling_seed={2**64}", r"--decode_hparams: sampling_seed=18446744073709551616: must be from 0"),
+        (f"extra_length={2**31}", r"--decode_hparams: extra_length=2147483648: must be at most 2147483647"),
+        (f"beam_size={2**63}", r"--decode_hparams: beam_size=9223372036854775808: must be at most 2147483647"),
     ],
 )
 def test_a_bad_search_setting_is_refused_in_the_same_words_by_the_decoder_and_the_export(overrides, message):

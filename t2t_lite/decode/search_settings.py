@@ -16,7 +16,8 @@ import math
 from t2t_lite.decode.sampling import Sampling
 
 SAMPLING_METHODS = ("argmax", "random")
-MAX_SAMPLING_SEED = 2**31 - 1  # the draws take an int32 seed (t2t_lite/decode/sampling.py)
+# The search's lengths and beam, and the draws' seed (t2t_lite/decode/sampling.py), are int32 tensors.
+MAX_INT32 = 2**31 - 1
 # The settings each mode leaves unused: one given for the other mode is refused, not ignored.
 UNUSED_IN_MODE = {
     "argmax": ("sampling_temp", "sampling_keep_top_k", "sampling_seed"),
@@ -53,11 +54,17 @@ class SearchSettings:
                 f"--decode_hparams: sampling_temp must be ≥ 0 and finite and sampling_keep_top_k ≥ 1 or -1 (all) "
                 f"(got {self.sampling_temp}, {self.sampling_keep_top_k})."
             )
-        if not 0 <= self.sampling_seed <= MAX_SAMPLING_SEED:
+        if not 0 <= self.sampling_seed <= MAX_INT32:
             raise ValueError(
-                f"--decode_hparams: sampling_seed={self.sampling_seed}: must be from 0 to {MAX_SAMPLING_SEED} "
+                f"--decode_hparams: sampling_seed={self.sampling_seed}: must be from 0 to {MAX_INT32} "
                 f"(2**31 - 1), the draws' int32 seed."
             )
+        for name in ("beam_size", "extra_length"):
+            if getattr(self, name) > MAX_INT32:
+                raise ValueError(
+                    f"--decode_hparams: {name}={getattr(self, name)}: must be at most {MAX_INT32} (2**31 - 1): "
+                    f"the search counts in int32."
+                )
 
     @property
     def samples(self) -> bool:
