@@ -85,6 +85,12 @@ def test_the_trainer_keeps_its_best_checkpoint_by_dev_bleu(reverse_data, tmp_pat
         (["--eval_bleu_lines=0"], "--eval_bleu_lines=0: must be at least 1"),
         (["--schedule=evaluate", "--warm_start_from=x"], "--warm_start_from starts a run to train"),
         (["--eval_early_stopping_metric_delta=-1"], "both must be zero or positive"),
+        # The dev decoding's settings are checked at the start, not at the first evaluation hours later.
+        (
+            ["--eval_early_stopping_metric=bleu", "--decode_hparams=sampling_method=random,sampling_keep_top_k=999"],
+            "--decode_hparams: sampling_keep_top_k=999 is more than the model's",
+        ),
+        (["--eval_early_stopping_metric=bleu", "--decode_hparams=sampling_temp=0.5"], "sampling_temp has no effect"),
     ],
 )
 def test_early_stopping_flags_that_cannot_work_stop_before_any_work(reverse_data, tmp_path, argv, message):
