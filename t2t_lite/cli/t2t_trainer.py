@@ -22,7 +22,7 @@ from absl import flags as absl_flags
 from t2t_lite.cli import distinct_paths, flags, settings_flags
 from t2t_lite.cli.tool_process import exit_at_once
 from t2t_lite.data import datagen
-from t2t_lite.decode import decode_settings, dev_bleu, search_settings
+from t2t_lite.decode import dev_bleu
 from t2t_lite.run_dir import checkpoints, run_lock
 from t2t_lite.train import distribution, early_stopping, interruption, run_settings, tf_config, trainer, warm_start
 
@@ -102,7 +102,5 @@ def _dev_scorers(problem, hparams) -> tuple:
     """The dev decoding of --eval_early_stopping_metric=bleu, read before training starts."""
     if FLAGS.eval_early_stopping_metric not in early_stopping.DECODED_METRICS:
         return ()
-    settings = decode_settings.decode_hparams(hparams, problem, FLAGS.decode_hparams)
-    if settings.search.sampling_keep_top_k > 0:  # checked now, not at the first evaluation hours later
-        search_settings.check_vocabulary(settings.search, problem.vocab_size(FLAGS.data_dir))
+    settings = flags.decode_settings(hparams, problem)  # checked now, not at the first evaluation hours later
     return (dev_bleu.DevBleu(problem, FLAGS.data_dir, settings, FLAGS.eval_bleu_lines),)
