@@ -5,6 +5,7 @@ import os
 
 import pytest
 from absl import flags as absl_flags
+from test_compatibility import FIXTURE  # a trained translate_files run with its SentencePiece vocabulary
 
 from t2t_lite import registry
 from t2t_lite.cli import (
@@ -117,6 +118,10 @@ def test_decoder_never_writes_over_its_inputs(run_dir, tmp_path, pairs):
             "--decode_to_file=.* is --target_prefix_file",
         ),
         (
+            (f"--decode_from_file={source}", f"--decode_to_file={run_dir / 'train' / 'hparams.json'}"),
+            "--decode_to_file=.*hparams.json is the run's hparams.json: writing it would replace",
+        ),
+        (
             (f"--decode_from_file={source}", f"--target_prefix_file={source}"),
             "--target_prefix_file=.* is --decode_from_file: one file given as two inputs",
         ),
@@ -129,10 +134,28 @@ def test_decoder_never_writes_over_its_inputs(run_dir, tmp_path, pairs):
             "--attention_dir's attention.html=.* is --decode_from_file",
         ),
     ]
+    records = contents(run_dir / "train")
     for argv, message in cases:
         with pytest.raises(UsageError, match=message):
             decoder(run_dir, *argv)
-    assert contents(tmp_path) == before
+    assert contents(tmp_path) == before and contents(run_dir / "train") == records
+
+
+def test_decoder_never_writes_over_the_vocabulary(tmp_path):
+    vocabulary = registry.problem("translate_files").vocab_filename()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / vocabulary).symlink_to(FIXTURE / "data" / vocabulary)  # a write would replace the link
+    (tmp_path / "in.txt").write_text("der hund\n")
+    with pytest.raises(UsageError, match=f"--decode_to_file=.*{vocabulary} is --data_dir's vocabulary"):
+        run(
+            t2t_decoder,
+            "--problem=translate_files",
+            f"--data_dir={tmp_path / 'data'}",
+            f"--output_dir={FIXTURE / 'train'}",
+            f"--decode_from_file={tmp_path / 'in.txt'}",
+            f"--decode_to_file={tmp_path / 'data' / vocabulary}",
+        )
+    assert (tmp_path / "data" / vocabulary).is_symlink()
 
 
 def test_decoder_outputs_are_distinct_from_each_other(run_dir, tmp_path):

@@ -21,6 +21,7 @@ from t2t_lite.cli import flags as t2t_flags
 from t2t_lite.data import datagen, text_lines
 from t2t_lite.decode import decode_files, encoded_inputs, input_notes, scoring, translation
 from t2t_lite.insights import attention_readout
+from t2t_lite.run_dir import model_info
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("decode_from_file", None, "Decode each line of this UTF-8 text file.")
@@ -116,7 +117,7 @@ def _score(problem, hparams, settings):
     except (OSError, ValueError) as error:
         raise t2t_flags.UsageError(f"--score_file: {error}") from None
     output = FLAGS.decode_to_file or FLAGS.score_file + ".scores"
-    _check_distinct({"--decode_to_file" if FLAGS.decode_to_file else "--score_file's .scores": output})
+    _check_distinct(problem, {"--decode_to_file" if FLAGS.decode_to_file else "--score_file's .scores": output})
     vocabulary, model = t2t_flags.trained_model(problem, hparams, settings.quantize)
     try:
         scores = scoring.score_pairs(model, vocabulary, pairs, settings)
@@ -255,9 +256,17 @@ def _read_prefixes(count: int) -> list:
     return prefixes
 
 
-def _check_distinct(outputs: dict) -> None:
-    """No output may be one of the input files, nor two inputs one file (compared after resolving links)."""
+def _check_distinct(problem, outputs: dict) -> None:
+    """No output may be one of the files the run reads, nor two inputs one file (compared after resolving links).
+
+    Besides the flags' files: the run's records beside its checkpoints, and the vocabulary in --data_dir.
+    """
     inputs = {f"--{name}": FLAGS[name].value for name in ("decode_from_file", "target_prefix_file", "score_file")}
+    run_dir = t2t_flags.trained_model_dir()
+    for record in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):
+        inputs[f"the run's {record}"] = os.path.join(run_dir, record)
+    if hasattr(problem, "vocab_filename"):
+        inputs["--data_dir's vocabulary"] = os.path.join(FLAGS.data_dir, problem.vocab_filename())
     distinct_paths.check_distinct(inputs, outputs)
 
 
@@ -286,7 +295,7 @@ def _output_path(problem, model_dir, settings):
         written = dict(zip((flag, f"{flag}'s .inputs", f"{flag}'s .targets"), decode_files.split_output_paths(output)))
     if FLAGS.attention_dir:
         written["--attention_dir's attention.html"] = os.path.join(FLAGS.attention_dir, "attention.html")
-    _check_distinct(written)
+    _check_distinct(problem, written)
     if os.path.exists(output):
         print(f"{output} exists: it will be replaced by this run's decodings.")
     return output
