@@ -1,0 +1,61 @@
+"""bench/parsing.sh: treebank files to bracket F1 in one command, each phase timed; a rerun resumes."""
+
+import os
+import re
+import subprocess
+
+import forkserver
+from test_problems_parsing import write_treebank
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "parsing.sh")
+TINY = "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,learning_rate_warmup_steps=2,xla_compile=false"
+
+
+def run(corpus, work, **knobs):
+    """bench/parsing.sh on `corpus`, its tools run by forkserver's stand-ins."""
+    environment = forkserver.bin_directory({**os.environ, "CORPUS": str(corpus), "WORK": str(work), **knobs})
+    return subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=600)
+
+
+def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(tmp_path):
+    write_treebank(str(tmp_path / "raw"), [f"{n:02d}" for n in range(25)])
+    knobs = dict(
+        HPARAMS=TINY,
+        TRAIN_STEPS="4",
+        SAVE_STEPS="2",
+        LOCAL_EVAL_FREQUENCY="2",
+        BEAMS="3 1",
+        DECODE_HPARAMS="batch_size=4,extra_length=4",
+    )
+    result = run(tmp_path / "raw" / "wsj", tmp_path / "run", **knobs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    phases = re.findall(r"^== ([\w ,]+): (\d+) s \(total (\d+) s\)$", result.stdout, re.MULTILINE)
+    names = ["datagen", "training", "test, beam 3", "test, beam 1", "dev, beam 3", "baselines"]
+    assert [name for name, _, _ in phases] == names
+    totals = [int(total) for _, _, total in phases]
+    assert totals == sorted(totals) and totals[-1] == sum(int(seconds) for _, seconds, _ in phases)
+    work = tmp_path / "run"
+    assert (work / "train" / "ckpt-4.index").exists()
+    for name in ("test.beam3", "test.beam1", "dev.beam3", "test.right_branching", "test.frequent_shape"):
+        gold = (work / "test.beam3.targets" if name.startswith("test") else work / f"{name}.targets").read_text()
+        decodes = (work / f"{name}.decodes").read_text().splitlines()
+        assert len(decodes) == len(gold.splitlines()) == 2  # one parse per sentence of the split, none dropped
+        assert re.search(r"Bracketing precision = [\d.]+ +recall = [\d.]+ +F1 = [\d.]+", (work / f"{name}.f1").read_text())
+    assert re.search(r"^== test, beam 3: 2 sentences in \d+ s", result.stdout, re.MULTILINE)
+
+    first_test = (work / "test.beam3.decodes").read_text()
+    again = run(tmp_path / "raw" / "wsj", work, **knobs)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (work / "test.beam3.decodes").read_text() == first_test  # kept, not decoded again
+    assert "ckpt-4" in again.stdout  # the trainer found the run finished
+
+
+def test_bad_knobs_are_refused_before_any_work(tmp_path):
+    write_treebank(str(tmp_path / "raw"), ["02"])
+    result = run(tmp_path / "raw" / "wsj", tmp_path / "run", BEAMS="21 four")
+    assert result.returncode == 2 and 'BEAMS="21 four"' in result.stderr
+    assert not (tmp_path / "run").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run(empty, tmp_path / "run")
+    assert result.returncode == 2 and "no .mrg files" in result.stderr
