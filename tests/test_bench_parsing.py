@@ -40,7 +40,8 @@ def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(
         gold = (work / "test.beam3.targets" if name.startswith("test") else work / f"{name}.targets").read_text()
         decodes = (work / f"{name}.decodes").read_text().splitlines()
         assert len(decodes) == len(gold.splitlines()) == 2  # one parse per sentence of the split, none dropped
-        assert re.search(r"Bracketing precision = [\d.]+ +recall = [\d.]+ +F1 = [\d.]+", (work / f"{name}.f1").read_text())
+        report = (work / f"{name}.f1").read_text()
+        assert re.search(r"Bracketing precision = [\d.]+ +recall = [\d.]+ +F1 = [\d.]+", report)
     assert re.search(r"^== test, beam 3: 2 sentences in \d+ s", result.stdout, re.MULTILINE)
 
     first_test = (work / "test.beam3.decodes").read_text()
