@@ -132,9 +132,7 @@ def test_the_decoders_targets_file_is_a_gold_file_equal_to_the_treebanks(tmp_pat
     decoded.write_text("(S (NP XX )NP (VP XX (NP (NP XX XX )NP (PP XX (NP XX XX )NP )PP )NP )VP )S\n(S XX XX )S\n")
     bracketed, linearized = tmp_path / "gold.mrg", tmp_path / "split.targets"
     bracketed.write_text(f"( {TELESCOPE} )\n( {JOHN} )\n")
-    linearized.write_text(
-        "\n".join(trees.linearize(tree) for tree in trees.read_trees(bracketed.read_text())) + "\n"
-    )
+    linearized.write_text("\n".join(trees.linearize(tree) for tree in trees.read_trees(bracketed.read_text())) + "\n")
     from_treebank = bracket_f1.evaluate_files(str(decoded), str(bracketed))
     from_targets = bracket_f1.evaluate_files(str(decoded), str(linearized))
     # TELESCOPE: 6 of 7 (the extra NP); JOHN's "(S XX XX )S" gets 2 leaves more and scores S only.
