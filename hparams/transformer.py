@@ -12,6 +12,8 @@ silently. Table 3's other rows are `--hparams` overrides of `transformer_base`:
         filter_size=1024 | filter_size=4096
     (D) layer_prepostprocess_dropout=0.0|0.2;  label_smoothing=0.0|0.2
     (E) pos=emb
+
+Shaw et al. (2018)'s relative positions are `transformer_relative*` (`relative`).
 """
 
 from t2t_lite.hparam import HParams
@@ -213,6 +215,41 @@ def transformer_multi30k_small() -> HParams:
         activation_dtype="float32",
         xla_compile=True,
     )
+
+
+def relative(hparams: HParams) -> HParams:
+    """`hparams` with tensor2tensor's relative positions instead of absolute ones (Shaw et al. 2018).
+
+    Self-attention gets learned relative position representations clipped to ±20 (k = 20,
+    `model/relative_position.py`), and the embeddings no position encoding (pos=none), as
+    tensor2tensor's transformer_relative sets. `--hparams pos=timing` combines the two.
+    """
+    return hparams.replace(pos="none", self_attention_type="dot_product_relative", max_relative_position=20)
+
+
+@register_hparams
+def transformer_relative() -> HParams:
+    """transformer_base with relative positions (tensor2tensor's transformer_relative; Shaw et al. Table 1)."""
+    return relative(transformer_base())
+
+
+@register_hparams
+def transformer_relative_big() -> HParams:
+    """transformer_big with relative positions (tensor2tensor's transformer_relative_big)."""
+    return relative(transformer_big())
+
+
+@register_hparams
+def transformer_relative_tiny() -> HParams:
+    """transformer_tiny with relative positions: tensor2tensor's transformer_relative_tiny's architecture
+    (2 layers, d_model 128, d_ff 512, 4 heads), trained as transformer_tiny is here."""
+    return relative(transformer_tiny())
+
+
+@register_hparams
+def transformer_multi30k_small_relative() -> HParams:
+    """The Multi30k recipe's set (transformer_multi30k_small) with relative positions (not a paper setting)."""
+    return relative(transformer_multi30k_small())
 
 
 def _retired(note: str):

@@ -17,7 +17,8 @@ import json
 import math
 import typing
 
-POSITION_ENCODINGS = ("timing", "emb")
+POSITION_ENCODINGS = ("timing", "emb", "none")
+SELF_ATTENTION_TYPES = ("dot_product", "dot_product_relative")
 NORM_POSITIONS = ("post", "pre")
 ACTIVATION_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -43,7 +44,11 @@ class HParams:
     num_decoder_layers: int = 0  # Decoder layers; 0 = num_hidden_layers.
     attention_key_channels: int = 0  # h·d_k, total query/key width; 0 = hidden_size.
     attention_value_channels: int = 0  # h·d_v, total value width; 0 = hidden_size.
-    pos: str = "timing"  # Positions: "timing" sinusoids (§3.5) or "emb" learned (Table 3 row E).
+    pos: str = "timing"  # Positions: "timing" sinusoids (§3.5), "emb" learned (Table 3 row E) or "none".
+    # "dot_product" (eq. 1) or "dot_product_relative": self-attention with learned relative positions
+    # (Shaw et al. 2018, eq. 3-5; `model/relative_position.py`), tensor2tensor's transformer_relative.
+    self_attention_type: str = "dot_product"
+    max_relative_position: int = 20  # k of Shaw et al.: distances beyond ±k share one embedding.
     norm_position: str = "post"  # LayerNorm after each residual ("post", the paper) or before ("pre").
     layer_norm_epsilon: float = 1e-6  # Epsilon of every LayerNorm (tensor2tensor's value).
     shared_embedding_and_softmax_weights: bool = True  # One matrix for source, target and pre-softmax (§3.4).
@@ -96,6 +101,11 @@ class HParams:
     @property
     def decoder_layers(self) -> int:
         return self.num_decoder_layers or self.num_hidden_layers
+
+    @property
+    def relative_positions(self) -> int:
+        """k of Shaw et al. when self-attention uses relative positions, else 0."""
+        return self.max_relative_position if self.self_attention_type == "dot_product_relative" else 0
 
     @property
     def key_channels(self) -> int:
@@ -184,6 +194,14 @@ class HParams:
                 fail("attention_" + name, f"must be divisible by num_heads={self.num_heads}")
         if self.pos not in POSITION_ENCODINGS:
             fail("pos", f"must be one of {POSITION_ENCODINGS}")
+        if self.self_attention_type not in SELF_ATTENTION_TYPES:
+            fail("self_attention_type", f"must be one of {SELF_ATTENTION_TYPES}")
+        if self.max_relative_position < 1:
+            fail(
+                "max_relative_position",
+                "must be at least 1 (distances beyond ±max_relative_position share one embedding; "
+                "self_attention_type=dot_product turns relative positions off)",
+            )
         if self.norm_position not in NORM_POSITIONS:
             fail("norm_position", f"must be one of {NORM_POSITIONS}")
         if self.activation_dtype not in ACTIVATION_DTYPES:

@@ -23,6 +23,8 @@ BASE = {
     "attention_key_channels": 0,
     "attention_value_channels": 0,  # d_k = d_v = 512 / 8 = 64
     "pos": "timing",
+    "self_attention_type": "dot_product",
+    "max_relative_position": 20,
     "norm_position": "post",
     "layer_norm_epsilon": 1e-6,
     "shared_embedding_and_softmax_weights": True,
@@ -100,6 +102,10 @@ MULTI30K_HOUR_SLOW_CPU = {
     "activation_dtype": "float32",
     "xla_compile": True,
 }
+
+# tensor2tensor's transformer_relative*: pos = None, self_attention_type = "dot_product_relative",
+# max_relative_position = 20 over their absolute parents.
+RELATIVE = {"pos": "none", "self_attention_type": "dot_product_relative", "max_relative_position": 20}
 
 
 def test_every_field_is_pinned():
@@ -213,6 +219,20 @@ def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, 
     assert at_peak == pytest.approx(expected, rel=1e-6)
     assert at_peak == pytest.approx(peak, rel=0.01)
     assert float(rate(hp.learning_rate_warmup_steps + 999)) < at_peak > float(rate(hp.learning_rate_warmup_steps // 2))
+
+
+@pytest.mark.parametrize(
+    "name,absolute",
+    [
+        ("transformer_relative", BASE),
+        ("transformer_relative_big", BIG),
+        ("transformer_relative_tiny", TINY),
+        ("transformer_multi30k_small_relative", MULTI30K_SMALL),
+    ],
+)
+def test_relative_sets_are_their_parents_with_tensor2tensors_relative_positions(name, absolute):
+    assert registry.hparams(name).values() == {**absolute, **RELATIVE}
+    assert registry.hparams(name).relative_positions == 20
 
 
 def test_sets_are_fresh_copies():

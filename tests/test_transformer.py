@@ -30,7 +30,7 @@ TABLE_3 = [
 
 
 def expected_parameters(hp, vocab):
-    """Counted from §3 by hand: shared embedding, per-layer projections, FFN, LayerNorms."""
+    """Counted from §3 by hand: shared embedding, per-layer projections, FFN, LayerNorms (no relative tables)."""
     d, d_ff = hp.hidden_size, hp.filter_size
     attention = d * hp.key_channels * 2 + d * hp.value_channels + hp.value_channels * d  # no biases
     ffn = d * d_ff + d_ff + d_ff * d + d
@@ -61,12 +61,33 @@ def test_the_parsing_recipe_has_the_parameters_counted_by_hand():
         assert Transformer(hp, 4000).count_params() == 6_283_264
 
 
+# Shaw et al.'s tables: per self-attention layer (N in the encoder, N in the decoder) w^K and w^V of
+# 2k + 1 = 41 rows, one head wide (d_k = d_v = d_model / h), counted by hand.
+RELATIVE_TABLES = [
+    ("transformer_relative", 12 * 2 * 41 * 64),  # 62,976 over base's 65 M
+    ("transformer_relative_big", 12 * 2 * 41 * 64),  # d_k = 1024 / 16 = 64 as in base
+    ("transformer_relative_tiny", 4 * 2 * 41 * 32),  # N = 2, d_k = 128 / 4
+]
+
+
+@pytest.mark.parametrize("set_name,tables", RELATIVE_TABLES)
+def test_relative_sets_add_two_tables_per_self_attention_layer(set_name, tables):
+    hp = registry.hparams(set_name)
+    with keras.StatelessScope(initialize_variables=False):
+        count = Transformer(hp, VOCAB).count_params()
+    assert count == expected_parameters(hp, VOCAB) + tables
+
+
 def test_pre_norm_adds_a_final_layer_norm_to_each_stack():
     """Pre-norm (x + Sublayer(LN(x))) leaves each stack's output unnormalised, so each gets one more LN."""
     hp = registry.hparams("transformer_tiny")
     assert Transformer(hp, 100).count_params() == expected_parameters(hp, 100)
     pre = hp.replace(norm_position="pre")
     assert Transformer(pre, 100).count_params() == expected_parameters(hp, 100) + 2 * (2 * hp.hidden_size)
+
+
+# Relative positions only, k small enough that targets of 6 steps clip their distances.
+RELATIVE = {"pos": "none", "self_attention_type": "dot_product_relative", "max_relative_position": 2}
 
 
 def tiny(**changes):
@@ -81,9 +102,9 @@ def random_batch(rng, batch=3, src_len=7, tgt_len=6):
     return {"inputs": inputs, "targets": targets}
 
 
-@pytest.mark.parametrize("norm_position", ["post", "pre"])
-def test_changing_target_j_changes_no_logits_before_j(norm_position):
-    model = tiny(norm_position=norm_position)
+@pytest.mark.parametrize("overrides", [{}, {"norm_position": "pre"}, RELATIVE], ids=["post", "pre", "relative"])
+def test_changing_target_j_changes_no_logits_before_j(overrides):
+    model = tiny(**overrides)
     features = random_batch(np.random.default_rng(0))
     base = np.asarray(model(features))
     for j in range(features["targets"].shape[1]):
@@ -112,7 +133,9 @@ def test_changing_padded_source_tokens_changes_no_logits():
 
 @pytest.mark.parametrize("preallocated", [False, True], ids=["growing-cache", "preallocated-cache"])
 @pytest.mark.parametrize(
-    "overrides", [{}, {"norm_position": "pre"}, {"pos": "emb"}, {"shared_embedding_and_softmax_weights": False}]
+    "overrides",
+    [{}, {"norm_position": "pre"}, {"pos": "emb"}, {"shared_embedding_and_softmax_weights": False}, RELATIVE],
+    ids=["base", "pre", "emb", "unshared", "relative"],
 )
 def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocated):
     model = tiny(**overrides)
@@ -138,10 +161,12 @@ def test_cached_decoding_reproduces_teacher_forced_logits(overrides, preallocate
     )
 
 
-def test_beam_slots_follow_hypotheses_that_beam_search_reorders():
+@pytest.mark.parametrize("overrides", [{}, RELATIVE], ids=["base", "relative"])
+def test_beam_slots_follow_hypotheses_that_beam_search_reorders(overrides):
     """Keys/values stay in the slot of the beam that wrote them; only the "slots" rows are
-    reordered, at random here, and each row must still see exactly its own history."""
-    model = tiny()
+    reordered, at random here, and each row must still see exactly its own history (with relative
+    positions: at the distance of its own position, not of its slot's place in the cache)."""
+    model = tiny(**overrides)
     rng = np.random.default_rng(4)
     features = random_batch(rng)
     (batch, length), beam = features["targets"].shape, 3

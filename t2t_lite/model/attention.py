@@ -8,12 +8,15 @@ Masks enter as an additive `bias` broadcastable to [batch, heads, q_len, k_len]:
 0 where attention is allowed and a large negative number where it is not
 (padding keys, future positions), so the softmax gives those keys zero weight.
 The projections W^Q, W^K, W^V, W^O have no biases, as in the paper and tensor2tensor.
+Self-attention may add relative position representations to the keys and values (Shaw et al.
+2018, eq. 3-5, `relative_position.py`).
 """
 
 import keras
 from keras import ops
 
 from t2t_lite.model.dropout import Dropout
+from t2t_lite.model.relative_position import RelativePositionTables, relative_logits, relative_outputs
 
 # Added to the logits of masked keys. Large enough that exp() underflows to exactly 0
 # in float32 (the softmax always runs in float32, see below), small enough not to overflow.
@@ -32,17 +35,24 @@ def causal_bias(length):
     return ops.expand_dims(ops.expand_dims(ops.where(allowed, 0.0, MASKED), 0), 0)
 
 
-def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, training=False, keys_transposed=False):
+def scaled_dot_product_attention(
+    query, key, value, bias=None, dropout=None, training=False, keys_transposed=False, relations=None
+):
     """Eq. 1 on [batch, heads, len, depth] tensors; returns (output, weights).
 
     `keys_transposed`: `key` is Kᵀ, [batch, heads, depth, len] (a preallocated decoding cache
     keeps its keys so; see `_write_in_place`).
+    `relations`: None, or (a^K, a^V) [q_len, k_len, depth] of Shaw et al. (eq. 3 and 4, scaled by
+    √d as the keys are, `relative_position.py`).
     The logits and softmax are computed in float32 even under mixed precision: the
     large negative mask and the exponentials do not fit bfloat16/float16 safely.
     """
     depth = ops.shape(query)[-1]
     query = query * ops.cast(ops.rsqrt(ops.cast(depth, "float32")), query.dtype)
-    logits = ops.cast(ops.matmul(query, key if keys_transposed else ops.transpose(key, (0, 1, 3, 2))), "float32")
+    logits = ops.matmul(query, key if keys_transposed else ops.transpose(key, (0, 1, 3, 2)))
+    if relations is not None:
+        logits = logits + relative_logits(query, relations[0])
+    logits = ops.cast(logits, "float32")
     if bias is not None:
         # Keras casts layer arguments to the compute dtype; in float16 MASKED becomes -inf,
         # which would turn a softmax row into NaN, so clamp back to MASKED in float32.
@@ -51,10 +61,13 @@ def scaled_dot_product_attention(query, key, value, bias=None, dropout=None, tra
     if dropout is not None:
         weights = dropout(weights, training=training)
     weights = ops.cast(weights, value.dtype)
-    return ops.matmul(weights, value), weights
+    output = ops.matmul(weights, value)
+    if relations is not None:
+        output = output + relative_outputs(weights, relations[1])
+    return output, weights
 
 
-def _shared_memory_attention(query, key, value, bias, dropout, training, keys_transposed=False):
+def _shared_memory_attention(query, key, value, bias, dropout, training, keys_transposed=False, relations=None):
     """Eq. 1 where each key/value row serves `group` consecutive query rows ([batch·group, ...] queries).
 
     The group's queries become one longer query block of their row, so the keys and values
@@ -65,7 +78,9 @@ def _shared_memory_attention(query, key, value, bias, dropout, training, keys_tr
     grouped = ops.reshape(
         ops.transpose(ops.reshape(query, (rows, -1, heads, length, depth)), (0, 2, 1, 3, 4)), (rows, heads, -1, depth)
     )
-    output, weights = scaled_dot_product_attention(grouped, key, value, bias, dropout, training, keys_transposed)
+    output, weights = scaled_dot_product_attention(
+        grouped, key, value, bias, dropout, training, keys_transposed, relations
+    )
 
     def ungroup(x):  # [rows, heads, group·length, n] -> [rows·group, heads, length, n]
         x = ops.transpose(ops.reshape(x, (rows, heads, -1, length, ops.shape(x)[-1])), (0, 2, 1, 3, 4))
@@ -103,6 +118,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_channels: h·d_v, the total width of the value projection.
         output_size: d_model, the width of the output projection W^O.
         attention_dropout: dropout rate on the attention weights (0 in the paper's base model).
+        max_relative_position: k > 0 gives self-attention relative position representations
+            (Shaw et al., `relative_position.py`) for distances clipped to ±k; 0 = eq. 1 alone.
 
     Call arguments:
         query_input: [batch, q_len, d_model].
@@ -126,22 +143,34 @@ class MultiHeadAttention(keras.layers.Layer):
     Returns `(output, weights_or_None, cache_or_None)`.
     """
 
-    def __init__(self, num_heads, key_channels, value_channels, output_size, attention_dropout=0.0, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        key_channels,
+        value_channels,
+        output_size,
+        attention_dropout=0.0,
+        max_relative_position=0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = num_heads
         self.key_channels = key_channels
         self.value_channels = value_channels
         self.output_size = output_size
         self.attention_dropout = attention_dropout
+        self.max_relative_position = max_relative_position
 
     @classmethod
-    def from_hparams(cls, hparams, name, dtype=None):
+    def from_hparams(cls, hparams, name, dtype=None, self_attention=False):
+        """`self_attention`: the encoder's or decoder's self-attention, which hparams may make relative."""
         return cls(
             hparams.num_heads,
             hparams.key_channels,
             hparams.value_channels,
             hparams.hidden_size,
             hparams.attention_dropout,
+            hparams.relative_positions if self_attention else 0,
             name=name,
             dtype=dtype,
         )
@@ -160,6 +189,16 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_projection.build(memory_input_shape)
         self.output_projection.build(tuple(query_input_shape[:-1]) + (self.value_channels,))
         self.dropout = Dropout(self.attention_dropout, dtype=self.dtype_policy)
+        self.relative_positions = None
+        if self.max_relative_position:
+            self.relative_positions = RelativePositionTables(
+                self.max_relative_position,
+                self.key_channels // self.num_heads,
+                self.value_channels // self.num_heads,
+                name="relative_positions",
+                dtype=self.dtype_policy,
+            )
+            self.relative_positions.build()
 
     def split_heads(self, x):
         """[batch, len, h·d] -> [batch, h, len, d]."""
@@ -212,18 +251,42 @@ class MultiHeadAttention(keras.layers.Layer):
                 memory_kv = self.project_memory(query_input if memory_input is None else memory_input)
             key, value = memory_kv["k"], memory_kv["v"]
         dropout = self.dropout if self.attention_dropout else None
+        relations = None
+        if self.relative_positions is not None:
+            relations = self._relations(query, value, cache_position)
         if grouped_queries:
             heads, weights = _shared_memory_attention(
-                query, key, value, bias, dropout, training, keys_transposed=cache_position is not None
+                query, key, value, bias, dropout, training, cache_position is not None, relations
             )
         else:
-            heads, weights = scaled_dot_product_attention(query, key, value, bias, dropout, training)
+            heads, weights = scaled_dot_product_attention(
+                query, key, value, bias, dropout, training, relations=relations
+            )
         output = self.output_projection(self.combine_heads(heads))
         return output, (weights if return_weights else None), cache
+
+    def _relations(self, query, value, cache_position):
+        """(a^K, a^V) [query rows of one key row, k_len, depth] for self-attention's queries and keys.
+
+        Without a preallocated cache, the queries are the last q_len of the k_len positions (all of
+        them in training; the newest one when a growing cache was appended to). A preallocated cache
+        holds position t of its `group` beam slots at t·group + slot (`_write_in_place`), and the
+        grouped queries of one key row are all at `cache_position`.
+        """
+        query_length, key_length = ops.shape(query)[2], ops.shape(value)[2]
+        if cache_position is None:
+            key_positions = ops.arange(key_length)
+            query_positions = key_positions[key_length - query_length :]
+            return self.relative_positions.relations(query_positions, key_positions)
+        group = ops.shape(query)[0] // ops.shape(value)[0]
+        key_positions = ops.arange(key_length) // group
+        query_positions = ops.tile(ops.arange(query_length) + cache_position, (group,))
+        return self.relative_positions.relations(query_positions, key_positions)
 
     def get_config(self):
         return {
             **super().get_config(),
+            "max_relative_position": self.max_relative_position,
             "num_heads": self.num_heads,
             "key_channels": self.key_channels,
             "value_channels": self.value_channels,

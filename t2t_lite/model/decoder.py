@@ -40,7 +40,9 @@ class DecoderLayer(keras.layers.Layer):
 
     def build(self, x_shape, memory_shape=None):
         dtype = self.dtype_policy
-        self.self_attention = MultiHeadAttention.from_hparams(self.hparams, "self_attention", dtype)
+        self.self_attention = MultiHeadAttention.from_hparams(
+            self.hparams, "self_attention", dtype, self_attention=True
+        )
         self.self_attention_residual = ResidualNorm.from_hparams(self.hparams, "self_attention_residual", dtype)
         self.memory_attention = MultiHeadAttention.from_hparams(self.hparams, "encoder_decoder_attention", dtype)
         self.memory_attention_residual = ResidualNorm.from_hparams(

@@ -25,7 +25,9 @@ class EncoderLayer(keras.layers.Layer):
 
     def build(self, x_shape, bias_shape=None):
         dtype = self.dtype_policy
-        self.self_attention = MultiHeadAttention.from_hparams(self.hparams, "self_attention", dtype)
+        self.self_attention = MultiHeadAttention.from_hparams(
+            self.hparams, "self_attention", dtype, self_attention=True
+        )
         self.attention_residual = ResidualNorm.from_hparams(self.hparams, "self_attention_residual", dtype)
         self.feed_forward = FeedForward(
             self.hparams.filter_size,

@@ -28,7 +28,9 @@ class PositionEncoding(keras.layers.Layer):
 
     Args:
         hidden_size: d_model.
-        kind: "timing" (sinusoids, §3.5) or "emb" (learned, one vector per position).
+        kind: "timing" (sinusoids, §3.5), "emb" (learned, one vector per position) or "none" (x unchanged:
+            the model's only positions are relative ones in self-attention, as tensor2tensor's
+            transformer_relative sets, `relative_position.py`).
         max_positions: size of the learned table ("emb" only); longer inputs are an error.
 
     Call arguments: `x` [batch, len, d_model]; `start` the position of x's first step
@@ -50,6 +52,8 @@ class PositionEncoding(keras.layers.Layer):
             )
 
     def call(self, x, start=0):
+        if self.kind == "none":
+            return x
         positions = ops.arange(ops.shape(x)[1]) + start
         if self.kind == "emb":
             encoding = ops.take(ops.cast(self.table, self.compute_dtype), positions, axis=0)
