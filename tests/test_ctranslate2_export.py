@@ -36,6 +36,8 @@ from test_translation import run_decoder  # noqa: E402
 
 SMALL = "hidden_size=16,filter_size=24,num_heads=2,num_hidden_layers=2,max_length=20,layer_prepostprocess_dropout=0.0"
 EXTRA_LENGTH = 6
+# Shaw et al.'s relative positions alone (transformer_relative's), k small enough that the sources clip.
+RELATIVE = "self_attention_type=dot_product_relative,max_relative_position=3,pos=none"
 
 
 # -- A random tiny model, exported --------------------------------------------------------------
@@ -122,6 +124,9 @@ MIXED_TARGETS = [[7, 8, 9], [44, 0, 45, 46, 47, 48], [], [90, 91, 0, 0, 92]]
         "norm_position=pre,pos=emb,shared_embedding_and_softmax_weights=false,layer_norm_epsilon=1e-3",
         "attention_key_channels=8",  # d_k 4 < d_v 8: keys padded, queries scaled by 1/√d_k
         "attention_key_channels=24,attention_value_channels=12",  # d_k 12 > d_v 6: values padded
+        "pos=none",  # no positions at all: CTranslate2 adds a table of zeros
+        RELATIVE,  # w^K, w^V as relative_position_keys / _values
+        RELATIVE + ",norm_position=pre,attention_key_channels=24,attention_value_channels=12",  # tables padded too
     ],
 )
 def test_score_batch_equals_the_teacher_forced_log_probs(overrides, data_dir, tmp_path):
@@ -175,18 +180,25 @@ def translator_vocabulary_id(version, piece):
     return processor.piece_to_id(piece)
 
 
-def emits_padding(model):
-    """Makes id 0's logit slightly above that of token 32 (the one this random model prefers), so greedy
+def emits_padding(preferred):
+    """Makes id 0's logit slightly above that of token `preferred` (the one a random model prefers), so greedy
     decoding emits id 0 at the start and after it, and then has to read its zero embedding."""
-    embeddings = model.softmax_weights.embeddings
-    rows = embeddings.numpy()
-    rows[0] = 1.05 * rows[32]
-    embeddings.assign(rows)
+
+    def adjust(model):
+        embeddings = model.softmax_weights.embeddings
+        rows = embeddings.numpy()
+        rows[0] = 1.05 * rows[preferred]
+        embeddings.assign(rows)
+
+    return adjust
 
 
-def test_greedy_translations_of_a_random_model_are_identical(data_dir, tmp_path):
-    """A random model that emits id 0, whose embedding must stay zero after the first step, and runs to the limit."""
-    model, version = exported(tmp_path, data_dir, "pos=emb", seed=4, adjust=emits_padding)
+# With the token each random model prefers: 32 with learned positions, 10 with relative ones.
+@pytest.mark.parametrize("overrides,preferred", [("pos=emb", 32), (RELATIVE, 10)], ids=["emb", "relative"])
+def test_greedy_translations_of_a_random_model_are_identical(overrides, preferred, data_dir, tmp_path):
+    """A random model that emits id 0, whose embedding must stay zero after the first step, and runs to the limit
+    (relative: each cached step's distances to the keys so far, clipped, as CTranslate2 computes them)."""
+    model, version = exported(tmp_path, data_dir, overrides, seed=4, adjust=emits_padding(preferred))
     translator = ctranslate2.Translator(version, device="cpu", compute_type="float32")
     rng = np.random.default_rng(0)
     sources = [list(rng.integers(3, 300, size=length)) for length in (1, 2, 4, 7, 11, 13)]
@@ -365,6 +377,16 @@ def test_a_setting_ctranslate2_cannot_represent_is_refused_by_name(data_dir, tmp
             registry.problem("translate_files"), hparams, data_dir, str(tmp_path), str(tmp_path / "export")
         )
     assert "\n" not in str(error.value)
+    assert not (tmp_path / "export").exists()
+
+
+def test_relative_positions_with_absolute_ones_are_refused_by_name(data_dir, tmp_path):
+    """CTranslate2's relative position spec holds no position table, so pos=timing on top cannot convert."""
+    hparams = registry.hparams("transformer_tiny").override(f"{SMALL},{RELATIVE}").replace(pos="timing")
+    with pytest.raises(export.ExportError, match="hparam pos='timing' with self_attention_type=dot_product_relative"):
+        ctranslate2_export.export_ctranslate2(
+            registry.problem("translate_files"), hparams, data_dir, str(tmp_path), str(tmp_path / "export")
+        )
     assert not (tmp_path / "export").exists()
 
 

@@ -8,6 +8,8 @@ averaged) and maps every weight onto a `ctranslate2.specs.TransformerSpec`:
     shared embedding E (×√d_model, §3.4)       -> encoder/decoder `embeddings` (row 0 zeroed, see below),
                                                   `scale_embeddings`; decoder `projection` = E, no bias
     sinusoids (§3.5) or learned positions      -> `position_encodings.encodings`: our table, rows of positions
+    relative positions (Shaw et al., w^K, w^V) -> self-attention `relative_position_keys`, `_values` [2k + 1, d]
+                                                  (`relative_position=True`, no position table)
     MultiHead W^Q, W^K, W^V, W^O (no biases)   -> self-attention `linear[0]` = [W^Q; W^K; W^V], `linear[1]` = W^O;
                                                   encoder-decoder `linear[0]` = W^Q, `linear[1]` = [W^K; W^V],
                                                   `linear[2]` = W^O (Keras kernels [in, out] transposed)
@@ -95,6 +97,8 @@ MAPPED_HPARAMS = {
     "attention_key_channels",
     "attention_value_channels",
     "pos",
+    "self_attention_type",
+    "max_relative_position",
     "norm_position",
     "layer_norm_epsilon",
     "shared_embedding_and_softmax_weights",
@@ -145,6 +149,11 @@ def check_representable(hparams, model_name: str) -> None:
     if registry.model(model_name) is not Transformer:
         raise ExportError(
             f"--model={model_name}: only t2t_lite's 'transformer' maps onto CTranslate2's TransformerSpec."
+        )
+    if hparams.relative_positions and hparams.pos != "none":
+        raise ExportError(
+            f"hparam pos={hparams.pos!r} with self_attention_type=dot_product_relative: CTranslate2's relative "
+            f"position spec has no absolute position table, so only pos='none' (transformer_relative's) converts."
         )
     for field in dataclasses.fields(hparams):
         if field.name in MAPPED_HPARAMS or field.name in TRAINING_ONLY_HPARAMS:
@@ -205,6 +214,15 @@ def set_attention(spec, attention, hparams, self_attention: bool) -> None:
         spec.linear[2].weight = output
     if key_depth != value_depth:  # eq. 1 scales by d_k, not by the padded head width
         spec.queries_scale = np.float32(1.0 / np.sqrt(key_depth))
+    if attention.relative_positions is not None:  # zero columns add nothing to q · a^K, nor reach W^O
+        tables = attention.relative_positions
+        spec.relative_position_keys = padded_columns(numpy_weight(tables.keys), width)
+        spec.relative_position_values = padded_columns(numpy_weight(tables.values), width)
+
+
+def padded_columns(table: np.ndarray, width: int) -> np.ndarray:
+    """A relative position table [2k + 1, d] with zero columns up to the common head width."""
+    return np.pad(table, ((0, 0), (0, width - table.shape[1])))
 
 
 def set_feed_forward(spec, feed_forward) -> None:
@@ -215,10 +233,13 @@ def set_feed_forward(spec, feed_forward) -> None:
 
 
 def position_table(model, hparams, settings) -> np.ndarray:
-    """The positions' table: learned as trained, or our sinusoids for the longest input and output."""
+    """The positions' table: learned as trained, or our sinusoids (zeros for pos=none) for the longest input and
+    output."""
     if hparams.pos == "emb":
         return numpy_weight(model.source_position.table)
     rows = max(DEFAULT_LEARNED_POSITIONS, settings.max_input_length) + settings.search.extra_length
+    if hparams.pos == "none":  # no positions at all: CTranslate2 adds a table, so it adds zeros
+        return np.zeros((rows, hparams.hidden_size), np.float32)
     return np.asarray(sinusoid_table(np.arange(rows), hparams.hidden_size), np.float32)
 
 
@@ -238,6 +259,7 @@ def transformer_spec(model, hparams, pieces: list, settings):
         pre_norm=hparams.norm_position == "pre",
         activation=common_spec.Activation.RELU,
         head_dim=width if width * hparams.num_heads != hparams.hidden_size else None,
+        relative_position=bool(hparams.relative_positions),
     )
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(hparams.encoder_layers, hparams.num_heads, **common),
@@ -254,10 +276,11 @@ def transformer_spec(model, hparams, pieces: list, settings):
     decoder.embeddings.weight = target_embeddings
     decoder.projection.weight = numpy_weight(model.softmax_weights.embeddings)
     encoder.scale_embeddings = decoder.scale_embeddings = True
-    encoder.position_encodings.encodings = position_table(model, hparams, settings)
-    decoder.position_encodings.encodings = (
-        numpy_weight(model.target_position.table) if hparams.pos == "emb" else encoder.position_encodings.encodings
-    )
+    if not hparams.relative_positions:
+        encoder.position_encodings.encodings = position_table(model, hparams, settings)
+        decoder.position_encodings.encodings = (
+            numpy_weight(model.target_position.table) if hparams.pos == "emb" else encoder.position_encodings.encodings
+        )
     for layer_spec, layer in zip(encoder.layer, model.encoder.stack):
         set_attention(layer_spec.self_attention, layer.self_attention, hparams, self_attention=True)
         set_layer_norm(layer_spec.self_attention.layer_norm, layer.attention_residual.norm)
