@@ -268,6 +268,33 @@ def test_xla_step_equals_the_plain_step_and_trains(reverse_data, tmp_path):
     assert np.mean([losses[s] for s in (10, 11, 12)]) < losses[1] - 0.3
 
 
+RELATIVE = "self_attention_type=dot_product_relative,pos=none"
+
+
+@pytest.mark.parametrize("recorded_as", ["absolute", "relative"])
+def test_resuming_with_the_other_position_type_stops_naming_the_hparams(
+    reverse_data, reference_run, tmp_path, recorded_as
+):
+    """A run trained with absolute positions refuses to resume with relative ones (Shaw et al.), and the other way
+    round (a relative run's record, written here into a copy), before any checkpoint is read."""
+    output_dir = copy_of(reference_run, tmp_path / "run")
+    overrides = f"{SMALL},{RELATIVE}"
+    if recorded_as == "relative":
+        path = os.path.join(output_dir, "hparams.json")
+        relative = registry.hparams("transformer_tiny").override(overrides)
+        with open(path, "w") as file:
+            file.write(relative.to_json())
+        overrides = SMALL
+    before, after = ("'timing'", "'none'") if recorded_as == "absolute" else ("'none'", "'timing'")
+    types = ("'dot_product'", "'dot_product_relative'")
+    before_type, after_type = types if recorded_as == "absolute" else types[::-1]
+    with pytest.raises(
+        checkpoints.CheckpointError,
+        match=rf"other hparams \(pos {before} → {after}; self_attention_type {before_type} → {after_type}\)",
+    ):
+        train(reverse_data, output_dir, overrides=overrides, train_steps=10)
+
+
 def test_resuming_with_other_settings_stops_naming_them(reverse_data, reference_run, tmp_path):
     """Another --hparams or --problem on a run's --output_dir stops before restoring or writing anything."""
     output_dir = copy_of(reference_run, tmp_path / "run")  # ckpt-8

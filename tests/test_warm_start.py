@@ -87,6 +87,8 @@ def test_a_warm_start_takes_the_weights_and_starts_optimizer_step_and_schedule_a
     [
         ("hidden_size=64", r"built another model \(hidden_size 32 → 64\)"),
         ("norm_position=pre", r"norm_position 'post' → 'pre'"),
+        # Relative positions instead of absolute ones: other weights (Shaw et al.'s tables), another model.
+        ("self_attention_type=dot_product_relative", r"self_attention_type 'dot_product' → 'dot_product_relative'"),
         ("vocabulary", r"problem.json: the checkpoint was trained with vocabulary 'symbols:other'"),
     ],
 )
@@ -108,6 +110,31 @@ def test_a_warm_start_from_another_model_or_vocabulary_stops_before_any_work(
     with pytest.raises(warm_start.WarmStartError, match=message):
         train(reverse_data, output_dir, overrides, train_steps=2, warm_start_from=source)
     assert not os.path.exists(output_dir) or not [n for n in os.listdir(output_dir) if not n.startswith(".")]
+
+
+def test_a_warm_start_of_a_relative_model_takes_its_relative_position_tables(reverse_data, tmp_path):
+    """Shaw et al.'s tables are weights like the others: the new run starts from the source's, and may
+    change a training hparam; another clipping distance k would be another model."""
+    relative = SMALL + ",self_attention_type=dot_product_relative,max_relative_position=3,pos=none"
+    source = str(tmp_path / "source")
+    train(reverse_data, source, relative, train_steps=2)
+    output_dir = str(tmp_path / "fine_tuned")
+    train(reverse_data, output_dir, relative + ",label_smoothing=0.2", train_steps=1, warm_start_from=source)
+    # Checkpoint keys are list positions: the tables are the weights of shape [2k + 1, d_model / h] = [7, 16].
+    weights = model_weights(os.path.join(source, "ckpt-2"))
+    tables = {key: value for key, value in weights.items() if value.shape == (7, 16)}
+    assert len(tables) == 4  # keys and values of one encoder and one decoder self-attention layer
+    start = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-0"))
+    for key, value in tables.items():
+        np.testing.assert_array_equal(start.get_tensor(key), value, err_msg=key)
+    with pytest.raises(warm_start.WarmStartError, match=r"max_relative_position 3 → 4"):
+        train(
+            reverse_data,
+            str(tmp_path / "other_k"),
+            relative.replace("max_relative_position=3", "max_relative_position=4"),
+            train_steps=1,
+            warm_start_from=source,
+        )
 
 
 def test_a_warm_start_into_its_source_or_into_another_run_stops(reverse_data, reference_run, tmp_path):

@@ -32,6 +32,7 @@ MUST_MATCH = {
     "key_channels": ("attention_key_channels", "hidden_size"),
     "value_channels": ("attention_value_channels", "hidden_size"),
     "pos": ("pos",),
+    "relative_positions": ("self_attention_type", "max_relative_position"),  # k, or 0 for absolute positions
     "norm_position": ("norm_position",),
     "layer_norm_epsilon": ("layer_norm_epsilon",),
     "shared_embedding_and_softmax_weights": ("shared_embedding_and_softmax_weights",),
