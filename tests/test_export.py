@@ -7,6 +7,7 @@ length limit; the export is written once per module by the `t2t-exporter` tool i
 """
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -92,29 +93,29 @@ def run_exporter(argv):
     t2t_exporter.main([])
 
 
-def build_trained_export(root):
+def build_trained_export(root, hparams_set="transformer_tiny", overrides=TINY):
     """Train the word-reversal model and export it with `t2t-exporter`, under root."""
     problem = registry.problem("translate_files")
     vocab = vocabulary.train_vocabulary(
         random_sentences(seed=1, count=300, max_words=12), os.path.join(root / "data", problem.vocab_filename()), 400
     )
     with python_random_seed(1):
-        model = model_info.build_model(registry.hparams("transformer_tiny").override(TINY), vocab.vocab_size)
+        model = model_info.build_model(registry.hparams(hparams_set).override(overrides), vocab.vocab_size)
     optimizer = train_word_reversal(model, vocab, STEP)
     # A training checkpoint with the optimizer's state, which the export must leave out.
     checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), str(root / "train"), 2).save(STEP)
-    run_exporter(exporter_flags(root))
+    run_exporter(exporter_flags(root, hparams_set, overrides))
 
 
-def exporter_flags(root):
+def exporter_flags(root, hparams_set="transformer_tiny", overrides=TINY):
     """The t2t-exporter command line of the module's export."""
     return [
         "--problem=translate_files",
         f"--data_dir={root / 'data'}",
         f"--output_dir={root / 'train'}",
         f"--export_dir={root / 'export'}",
-        "--hparams_set=transformer_tiny",
-        f"--hparams={TINY}",
+        f"--hparams_set={hparams_set}",
+        f"--hparams={overrides}",
         decode_flag(),
     ]
 
@@ -131,20 +132,41 @@ def export_again(setup, export_dir, **settings):
     return os.path.join(export_dir, str(STEP))
 
 
-@pytest.fixture(scope="module")
-def setup(built_once):
-    """The trained model and its export, made once per test run (test_warmup uses them too)."""
-    root = built_once("trained_export", build_trained_export)
-    problem, hparams = registry.problem("translate_files"), registry.hparams("transformer_tiny").override(TINY)
+def trained_setup(root, hparams_set="transformer_tiny", overrides=TINY):
+    problem, hparams = registry.problem("translate_files"), registry.hparams(hparams_set).override(overrides)
     data_dir, train_dir = str(root / "data"), str(root / "train")
     return {
         "version_dir": os.path.join(root, "export", str(STEP)),
-        "flags": exporter_flags(root),
+        "flags": exporter_flags(root, hparams_set, overrides),
         "vocab": problem.vocabulary(data_dir),
         "root": root,
         "hparams": hparams,
         "model": model_loading.load_model_for_decoding(problem, hparams, data_dir, train_dir),
     }
+
+
+@pytest.fixture(scope="module")
+def setup(built_once):
+    """The trained model and its export, made once per test run (test_warmup uses them too)."""
+    return trained_setup(built_once("trained_export", build_trained_export))
+
+
+# The same model and training with Shaw et al.'s relative positions instead of sinusoids (tensor2tensor's set),
+# distances clipped to ±4 so that the sentences (up to 12 subwords, + 4 when decoding) clip them.
+RELATIVE_SET, RELATIVE_TINY = "transformer_relative_tiny", TINY + ",max_relative_position=4"
+
+
+@pytest.fixture(scope="module")
+def relative_setup(built_once):
+    """The relative twin of `setup`: trained and exported once per test run (test_ctranslate2_export uses it)."""
+    build = functools.partial(build_trained_export, hparams_set=RELATIVE_SET, overrides=RELATIVE_TINY)
+    return trained_setup(built_once("trained_export_relative", build), RELATIVE_SET, RELATIVE_TINY)
+
+
+@pytest.fixture(scope="module", params=["absolute", "relative"])
+def either_setup(request):
+    """`setup`, then `relative_setup`: for the tests that must hold for both kinds of positions."""
+    return request.getfixturevalue("setup" if request.param == "absolute" else "relative_setup")
 
 
 def library_translations(setup, sentences):
@@ -445,6 +467,39 @@ def test_xla_export_ids_signature_gives_decode_batch_xla_ids(xla_loaded, setup):
     assert served[:, -1].any()  # no all-padding column is returned
 
 
+def test_a_relative_export_translates_as_the_library(relative_setup):
+    """Relative positions (transformer_relative_tiny): the text and ids signatures give decode_batch's outputs."""
+    loaded = tf.saved_model.load(relative_setup["version_dir"])
+    sentences = random_sentences(seed=2, count=16) + [long_sentence(), ""]
+    texts, scores, ids = library_translations(relative_setup, sentences)
+    served = loaded.signatures["serving_default"](inputs=tf.constant(sentences))
+    assert [text.decode("utf-8") for text in served["outputs"].numpy()] == texts
+    np.testing.assert_allclose(served["scores"].numpy(), scores, rtol=1e-5)
+    vocab, keep = relative_setup["vocab"], DECODE["max_input_length"] - 1
+    batch = padded([vocab.encode(sentence)[:keep] + [beam_search.EOS_ID] for sentence in sentences])
+    served_ids = loaded.signatures["translate_ids"](inputs=tf.constant(batch))["outputs"].numpy()
+    np.testing.assert_array_equal(served_ids[:, : ids.shape[1]], ids)
+    assert sum(text == " ".join(reversed(s.split())) for text, s in zip(texts, sentences)) >= 4  # it learned
+
+
+def test_a_relative_xla_export_translates_as_t2t_decoder_xla(relative_setup, built_once):
+    """Its XLA buckets (one length, batches 1, 4, 8) give t2t-decoder's xla=true strings and scores."""
+    root = built_once(
+        "trained_export_relative_xla", lambda path: export_again(relative_setup, str(path / "export"), xla="true")
+    )
+    loaded = tf.saved_model.load(os.path.join(root, "export", str(STEP)))
+    decoder = decode_settings.DecodeHParams.of(
+        beam_size=DECODE["beam_size"], alpha=DECODE["alpha"], extra_length=DECODE["extra_length"], xla=True
+    )
+    sentences = XLA_SENTENCES[:5]  # batch bucket 8
+    outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences))
+    expected = translation.translate(
+        relative_setup["model"], relative_setup["vocab"], sentences, decoder, progress=False
+    )
+    assert [text.decode("utf-8") for text in outputs["outputs"].numpy()] == [t.hypotheses[0] for t in expected]
+    np.testing.assert_allclose(outputs["scores"].numpy(), [t.scores[0] for t in expected], rtol=1e-5)
+
+
 def test_empty_batch_returns_an_empty_batch(loaded_export):
     text = loaded_export.signatures["serving_default"](inputs=tf.constant([], tf.string))
     assert {name: value.shape[0] for name, value in text.items()} == dict.fromkeys(text, 0)
@@ -579,7 +634,8 @@ def test_export_hparams_follow_the_decoder_precedence():
         export_settings(base, files, "max_batch_size=0")
 
 
-def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
+def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(either_setup):
+    setup = either_setup
     loaded = tf.saved_model.load(setup["version_dir"])
     sentences = random_sentences(seed=21, count=4)
     prefixes = [sentences[0].split()[-1], "", " ".join(sentences[2].split()[-2:]), ""]
@@ -593,7 +649,8 @@ def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(setup):
     assert served["outputs"].numpy()[0].decode().startswith(prefixes[0])
 
 
-def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(setup):
+def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(either_setup):
+    setup = either_setup
     loaded = tf.saved_model.load(setup["version_dir"])
     settings = decode_settings.DecodeHParams.of(alpha=0.6, extra_length=4, sampling_method="random", sampling_seed=1)
     for sentence in random_sentences(seed=22, count=3):  # one a batch: a draw depends on the row it is in

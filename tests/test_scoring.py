@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_compatibility import FIXTURE, restored_model
-from test_export import random_sentences, setup  # noqa: F401 (a fixture: the trained export)
+from test_export import either_setup, random_sentences, relative_setup, setup  # noqa: F401 (fixtures: trained exports)
 from test_translation import run_decoder
 
+from t2t_lite import registry
 from t2t_lite.cli import t2t_decoder as decoder_cli
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import quantization, scoring
+from t2t_lite.decode import model_loading, quantization, scoring
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.translation import translate
 
@@ -177,13 +178,45 @@ def test_score_file_with_another_input_is_refused(tmp_path):
         run_scoring(tmp_path, b"haus\thaus\n", f"--decode_from_file={tmp_path / 'in.txt'}")
 
 
-def test_the_savedmodels_score_signature_gives_the_same_numbers(setup):  # noqa: F811
+def relative_int8_model(relative_setup):  # noqa: F811
+    """The relative model restored afresh and converted to int8 (converting works in place)."""
+    root = relative_setup["root"]
+    return model_loading.load_model_for_decoding(
+        registry.problem("translate_files"),
+        relative_setup["hparams"],
+        str(root / "data"),
+        str(root / "train"),
+        quantize="int8",
+    )
+
+
+def test_relative_positions_score_as_each_pair_alone_and_as_greedy_decoding(relative_setup):  # noqa: F811
+    """Relative positions (transformer_relative_tiny, trained): each pair's log softmax alone, and greedy decoding's
+    own score with α = 0, plain and int8 (XLA runs the same teacher-forced path as plain scoring)."""
+    model, vocabulary = relative_setup["model"], relative_setup["vocab"]
+    pairs = [(source, " ".join(reversed(source.split()))) for source in SOURCES]
+    scores = scoring.score_pairs(model, vocabulary, pairs, DecodeHParams.of(batch_size=2))
+    for (source, target), score in zip(pairs, scores):
+        np.testing.assert_allclose(
+            score.per_token, unbatched_log_probs(model, vocabulary, source, target), rtol=1e-5, atol=1e-5
+        )
+    for settings, scored_model in [
+        (DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=10), model),
+        (DecodeHParams.of(beam_size=1, alpha=0.0, extra_length=10), relative_int8_model(relative_setup)),
+    ]:
+        greedy, scored = greedy_and_scored(scored_model, vocabulary, settings)
+        np.testing.assert_allclose(scored, greedy, atol=1e-4)
+
+
+def test_the_savedmodels_score_signature_gives_the_same_numbers(either_setup):  # noqa: F811
     """The `score` signature of `t2t-exporter`'s SavedModel: raw text in, scoring.score_pairs' numbers out."""
-    loaded = tf.saved_model.load(setup["version_dir"])
+    loaded = tf.saved_model.load(either_setup["version_dir"])
     sentences = random_sentences(seed=8, count=5)
     pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences]
     pairs += [("der hund", ""), ("ein satz", "\xff")]  # an empty translation: log P(EOS | source)
-    expected = scoring.score_pairs(setup["model"], setup["vocab"], pairs[:-1], DecodeHParams.of(batch_size=2))
+    expected = scoring.score_pairs(
+        either_setup["model"], either_setup["vocab"], pairs[:-1], DecodeHParams.of(batch_size=2)
+    )
     served = loaded.signatures["score"](
         inputs=tf.constant([source.encode("utf-8") for source, _ in pairs[:-1]] + [b"ein satz"]),
         targets=tf.constant([target.encode("utf-8") for _, target in pairs[:-1]] + [b"\xff"]),
