@@ -146,10 +146,14 @@ def test_avg_all_never_replaces_a_checkpoint(tmp_path):
         run_avg_all([f"--model_dir={other}", f"--output_dir={output_dir}"])
 
 
-def test_averaged_transformer_loads_with_load_model(tmp_path):
-    """The decoder's and exporter's entry point restores an averaged Transformer checkpoint."""
+@pytest.mark.parametrize(
+    "positions", ["", ",self_attention_type=dot_product_relative,pos=none"], ids=["absolute", "relative"]
+)
+def test_averaged_transformer_loads_with_load_model(tmp_path, positions):
+    """The decoder's and exporter's entry point restores an averaged Transformer checkpoint (relative positions:
+    Shaw et al.'s tables averaged as every other weight)."""
     hparams = registry.hparams("transformer_tiny").override(
-        "hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1"
+        "hidden_size=16,filter_size=32,num_heads=2,num_hidden_layers=1" + positions
     )
     model_dir = str(tmp_path / "train")
     weights = []
@@ -166,6 +170,7 @@ def test_averaged_transformer_loads_with_load_model(tmp_path):
     loaded = model_info.restore_model(str(tmp_path / "avg"), model_info.read_hparams(str(tmp_path / "avg")), 12)
     for variable, first, second in zip(loaded.trainable_variables, *weights):
         np.testing.assert_allclose(variable.numpy(), (first + second) / 2, rtol=1e-6)
+    assert len([v for v in loaded.trainable_variables if "relative_positions" in v.path]) == (4 if positions else 0)
     with pytest.raises(checkpoints.CheckpointError, match="no checkpoint"):
         model_info.restore_model(str(tmp_path), hparams, 12)
 

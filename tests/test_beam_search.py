@@ -197,9 +197,14 @@ def test_greedy_search_follows_the_argmax():
 VOCAB = 24
 
 
-@pytest.fixture(scope="module")
-def model():
-    """A random tiny Transformer whose EOS embedding points along the decoder's mean output.
+# Shaw et al.'s relative positions alone, clipped at ±3 so that the sentences of up to 15 + 3 steps clip them.
+RELATIVE = {"pos": "none", "self_attention_type": "dot_product_relative", "max_relative_position": 3}
+
+
+@pytest.fixture(scope="module", params=["absolute", "relative"])
+def model(request):
+    """A random tiny Transformer whose EOS embedding points along the decoder's mean output; sinusoids, then
+    relative positions.
 
     Untrained, it would never emit EOS; this makes beams end at different lengths, some
     by EOS and some at the length limit, so the tests cover both ways to finish.
@@ -212,6 +217,7 @@ def model():
         num_hidden_layers=2,
         max_length=32,
         layer_prepostprocess_dropout=0.0,
+        **(RELATIVE if request.param == "relative" else {}),
     )
     model = Transformer(hparams, vocab_size=VOCAB)
     hidden, _ = model.decoder_hidden({"inputs": sentences([4, 15, 12], seed=3), "targets": sentences([8] * 3, seed=5)})

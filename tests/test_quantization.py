@@ -73,9 +73,14 @@ def test_the_int8_layer_keeps_int8_variables_only():
         embedding_pair()[0].quantize("int4")
 
 
+# Shaw et al.'s relative positions alone, clipped at ±3.
+RELATIVE = (("pos", "none"), ("self_attention_type", "dot_product_relative"), ("max_relative_position", 3))
+
+
 @functools.lru_cache(maxsize=None)
-def tiny_pair(mode):
-    """A random tiny Transformer (float32) and its copy converted by quantize_for_decoding(mode), built once."""
+def tiny_pair(mode, positions=()):
+    """A random tiny Transformer (float32) and its copy converted by quantize_for_decoding(mode), built once;
+    `positions`: hparams (name, value) pairs of another kind of positions (RELATIVE)."""
     hparams = HParams(
         hidden_size=32,
         filter_size=64,
@@ -83,6 +88,7 @@ def tiny_pair(mode):
         num_hidden_layers=2,
         max_length=32,
         layer_prepostprocess_dropout=0.0,
+        **dict(positions),
     )
     built = []
     for _ in range(2):
@@ -151,8 +157,9 @@ def test_converting_frees_each_float32_weight_without_a_full_collection(mode):
 TEACHER_FORCED_BOUNDS = {"int8": (0.1, 0.9), "bfloat16": (0.05, 0.95)}
 
 
-def test_teacher_forced_predictions_stay_those_of_the_float32_model(mode):
-    float_model, converted = tiny_pair(mode)
+@pytest.mark.parametrize("positions", [(), RELATIVE], ids=["absolute", "relative"])
+def test_teacher_forced_predictions_stay_those_of_the_float32_model(mode, positions):
+    float_model, converted = tiny_pair(mode, positions)
     features = {"inputs": sentences([9, 6, 12], seed=1), "targets": sentences([8, 10, 5], seed=2)}
     exact, lower = float_model(features).numpy(), converted(features).numpy()
     largest_error, least_unchanged = TEACHER_FORCED_BOUNDS[mode]
@@ -160,11 +167,13 @@ def test_teacher_forced_predictions_stay_those_of_the_float32_model(mode):
     assert np.mean(lower.argmax(-1) == exact.argmax(-1)) > least_unchanged
 
 
-@pytest.mark.parametrize("beam_size", [1, 4])
-def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size):
+@pytest.mark.parametrize(
+    "beam_size,positions", [(1, ()), (4, ()), (4, RELATIVE)], ids=["greedy", "beam", "beam-relative"]
+)
+def test_cached_decoding_equals_full_recomputation_and_xla(mode, beam_size, positions):
     """Activations are quantized (int8) or rounded (bfloat16) per position, so the cache and XLA's static
     shapes and kernels change nothing but the order of float32 sums."""
-    _, converted = tiny_pair(mode)
+    _, converted = tiny_pair(mode, positions)
     inputs = sentences([5, 7, 11], seed=4)
     search = SearchSettings(beam_size=beam_size, alpha=0.6, extra_length=4)
     cached_ids, cached_scores = batch_decoding.decode_batch(converted, inputs, search, return_beams=True)

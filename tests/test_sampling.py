@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_translation import HPARAMS, run_decoder, trained  # noqa: F401 (a fixture: tiny random-weight model)
+from test_translation import (  # noqa: F401 (fixtures: tiny random-weight models)
+    HPARAMS,
+    either_trained,
+    relative_trained,
+    run_decoder,
+    trained,
+)
 
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import batch_decoding
@@ -132,10 +138,11 @@ def teacher_forced_log_probability(model, inputs, ids, extra_length):
     return np.array(totals)
 
 
-def test_the_cache_draws_as_the_full_recomputation_and_xla_draws_from_the_same_distribution(trained):  # noqa: F811
+def test_the_cache_draws_as_the_full_recomputation_and_xla_draws_from_the_same_distribution(either_trained):  # noqa: F811
     """Cached and uncached decoding run the same kernels, so a seed draws the same tokens. XLA has its own
-    random generator: its samples are others, repeatable for a seed, and scored as the model scores them."""
-    model = trained[1]
+    random generator: its samples are others, repeatable for a seed, and scored as the model scores them
+    (with sinusoids, then with relative positions)."""
+    model = either_trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID, 0], [9, 9, 3, 4, EOS_ID], [2, EOS_ID, 0, 0, 0]], np.int32)
     search = drawing(1.0, 0, seed=11, extra_length=4)
     full = batch_decoding.decode_batch(model, inputs, search, use_cache=False)
@@ -181,8 +188,8 @@ def test_sampling_settings_are_checked_like_every_flag(trained, overrides, messa
         decode_hparams(HPARAMS, trained[0], overrides)
 
 
-def test_samples_continue_a_target_prefix(trained):  # noqa: F811
-    model = trained[1]
+def test_samples_continue_a_target_prefix(either_trained):  # noqa: F811
+    model = either_trained[1]
     inputs = np.array([[5, 6, 7, EOS_ID]] * 8, np.int32)
     prefixes = np.array([[9, 4]] * 4 + [[0, 0]] * 4, np.int32)  # four rows forced to start 9 4, four free
     ids, _ = batch_decoding.decode_batch(model, inputs, drawing(1.5, 0, seed=2, extra_length=3), prefixes=prefixes)

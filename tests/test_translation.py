@@ -27,21 +27,41 @@ from t2t_lite.run_dir import checkpoints, model_info
 HPARAMS = registry.hparams("transformer_tiny").replace(hidden_size=32, filter_size=64, num_heads=4)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+# Shaw et al.'s relative positions alone (transformer_relative_tiny's kind), clipped at ±3.
+RELATIVE_HPARAMS = HPARAMS.replace(pos="none", self_attention_type="dot_product_relative", max_relative_position=3)
+
+
+def random_run(root, hparams):
     """A generated algorithmic_reverse problem and a random-weights checkpoint ckpt-7 beside hparams.json."""
-    root = tmp_path_factory.mktemp("decoder")
     problem = registry.problem("algorithmic_reverse")
     problem.num_examples = {"train": 40, "dev": 10, "test": 12}
     datagen.generate(problem, str(root / "data"), str(root / "tmp"))
     keras.utils.set_random_seed(5)  # fixed weights, so every run decodes the same hypotheses
-    model = model_info.build_model(HPARAMS, problem.vocab_size(str(root / "data")))
+    model = model_info.build_model(hparams, problem.vocab_size(str(root / "data")))
     output_dir = str(root / "train")
     checkpoint = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
     manager = checkpoints.checkpoint_manager(checkpoint, output_dir, keep_checkpoint_max=2)
     manager.save(checkpoint_number=7)
-    model_info.write_model_info(output_dir, HPARAMS, problem.name, "transformer", model.vocab_size)
+    model_info.write_model_info(output_dir, hparams, problem.name, "transformer", model.vocab_size)
     return problem, model, str(root / "data"), output_dir
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """`random_run` of HPARAMS (sinusoids)."""
+    return random_run(tmp_path_factory.mktemp("decoder"), HPARAMS)
+
+
+@pytest.fixture(scope="module")
+def relative_trained(tmp_path_factory):
+    """`random_run` of RELATIVE_HPARAMS."""
+    return random_run(tmp_path_factory.mktemp("relative_decoder"), RELATIVE_HPARAMS)
+
+
+@pytest.fixture(scope="module", params=["absolute", "relative"])
+def either_trained(request):
+    """`trained`, then `relative_trained`: for the tests that must hold for both kinds of positions."""
+    return request.getfixturevalue("trained" if request.param == "absolute" else "relative_trained")
 
 
 def test_output_in_input_order_equals_each_line_decoded_alone(trained):
@@ -218,14 +238,17 @@ def attention_decoder_flags(data_dir, output_dir, tmp_path):
     )
 
 
-def test_cli_writes_one_attention_page(trained, tmp_path):
-    _, _, data_dir, output_dir = trained
+def test_cli_writes_one_attention_page(either_trained, tmp_path):
+    problem, model, data_dir, output_dir = either_trained
     pictures = tmp_path / "attention"
     run_decoder(*attention_decoder_flags(data_dir, output_dir, tmp_path), "--decode_hparams=beam_size=2")
     assert os.listdir(pictures) == ["attention.html"]
     sentences = page_data((pictures / "attention.html").read_text())["sentences"]
     assert [sentence["source"] for sentence in sentences] == ["3 4", "5"]
-    assert [len(sentence["beams"]) for sentence in sentences] == [2, 2]  # the n-best, though the file has the best
+    # The n-best (the beams that ended with a finite score), though the file has the best.
+    settings = decode_hparams(model.hparams, problem, "beam_size=2")
+    n_best = translate(model, problem.vocabulary(data_dir), ["3 4", "5"], settings, progress=False)
+    assert [len(sentence["beams"]) for sentence in sentences] == [len(t.hypotheses) for t in n_best]
     for sentence in sentences:
         for kind, layers in page_attention(sentence).items():
             assert len(layers) == 2 and layers[0].shape[0] == 4
