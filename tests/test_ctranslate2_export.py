@@ -11,6 +11,7 @@ on a trained model is a figure in docs/results.md, not a test.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -31,7 +32,17 @@ from t2t_lite.serve import ctranslate2_export, export
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from test_export import STEP, TINY, build_trained_export, padded, python_random_seed, random_sentences, run_exporter  # noqa: E402
+from test_export import (  # noqa: E402
+    RELATIVE_SET,
+    RELATIVE_TINY,
+    STEP,
+    TINY,
+    build_trained_export,
+    padded,
+    python_random_seed,
+    random_sentences,
+    run_exporter,
+)
 from test_translation import run_decoder  # noqa: E402
 
 SMALL = "hidden_size=16,filter_size=24,num_heads=2,num_hidden_layers=2,max_length=20,layer_prepostprocess_dropout=0.0"
@@ -252,7 +263,36 @@ def test_export_layout_and_config(trained_export):
         assert len(json.load(file)) == trained_export["vocab"].vocab_size
 
 
-def test_greedy_translations_of_a_trained_model_are_identical(trained_export):
+@pytest.fixture(scope="module")
+def relative_trained_export(built_once, tmp_path_factory):
+    """test_export's transformer_relative_tiny twin (distances clipped at ±4), exported by t2t-exporter."""
+    build = functools.partial(build_trained_export, hparams_set=RELATIVE_SET, overrides=RELATIVE_TINY)
+    root, base = built_once("trained_export_relative", build), tmp_path_factory.mktemp("ct2_relative")
+    run_exporter(
+        [
+            "--problem=translate_files",
+            f"--data_dir={root / 'data'}",
+            f"--output_dir={root / 'train'}",
+            f"--hparams_set={RELATIVE_SET}",
+            f"--hparams={RELATIVE_TINY}",
+            "--export_format=ctranslate2",
+            f"--export_dir={base / 'export'}",
+            f"--decode_hparams=extra_length={EXTRA_LENGTH}",
+        ]
+    )
+    vocab = registry.problem("translate_files").vocabulary(str(root / "data"))
+    hparams = registry.hparams(RELATIVE_SET).override(RELATIVE_TINY)
+    model = model_info.restore_model(str(root / "train"), hparams, vocab.vocab_size)
+    return {"version": str(base / "export" / str(STEP)), "model": model, "vocab": vocab}
+
+
+@pytest.fixture(scope="module", params=["absolute", "relative"])
+def either_trained_export(request):
+    return request.getfixturevalue("trained_export" if request.param == "absolute" else "relative_trained_export")
+
+
+def test_greedy_translations_of_a_trained_model_are_identical(either_trained_export):
+    trained_export = either_trained_export
     translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
     vocab = trained_export["vocab"]
     sources = [vocab.encode(sentence) for sentence in random_sentences(seed=11, count=16)]
@@ -260,8 +300,9 @@ def test_greedy_translations_of_a_trained_model_are_identical(trained_export):
     assert mismatches == []
 
 
-def test_score_batch_equals_what_t2t_decoder_score_file_writes(trained_export):
+def test_score_batch_equals_what_t2t_decoder_score_file_writes(either_trained_export):
     """The trained model on real subwords: CTranslate2's score_batch and `--score_file`'s per-subword terms."""
+    trained_export = either_trained_export
     vocab = trained_export["vocab"]
     sentences = random_sentences(seed=5, count=6)
     pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences]
