@@ -11,6 +11,7 @@ MODEL_MODULES = [
     "feed_forward",
     "embedding",
     "positional",
+    "relative_position",
     "sublayer",
     "encoder",
     "decoder",
