@@ -29,3 +29,12 @@ def test_learned_positions_are_trainable_weights():
     out = np.asarray(layer(x))
     np.testing.assert_allclose(out[0], np.asarray(layer.table)[:5])
     assert len(layer.trainable_weights) == 1
+
+
+def test_no_positions_leave_the_embeddings_unchanged_and_add_no_weight():
+    """pos=none (tensor2tensor's transformer_relative: positions enter only through relative self-attention)."""
+    layer = PositionEncoding(8, "none", 16)
+    layer.build()
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    np.testing.assert_array_equal(layer(x, start=3), x)
+    assert layer.weights == []
