@@ -232,9 +232,10 @@ def test_attention_weights_are_returned_per_layer_and_sum_to_one():
     assert np.all(np.asarray(attention["decoder_self"][0])[..., 0, 1:] == 0)  # causal
 
 
+@pytest.mark.parametrize("overrides", [{}, RELATIVE], ids=["absolute", "relative"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_mixed_precision_keeps_logits_and_variables_float32(dtype):
-    model = tiny(activation_dtype=dtype)
+def test_mixed_precision_keeps_logits_and_variables_float32(dtype, overrides):
+    model = tiny(activation_dtype=dtype, **overrides)
     logits = model(random_batch(np.random.default_rng(5)))
     assert keras.backend.standardize_dtype(logits.dtype) == "float32"
     assert all(weight.dtype == "float32" for weight in model.weights)
