@@ -15,7 +15,7 @@
 #
 # Knobs (environment): WORK (default ./parsing-run), PROBLEM (parsing_wsj4k; parsing_wsj is §6.3's 16K
 # vocabulary), HPARAMS_SET (transformer_parsing_small), HPARAMS (overrides, "k=v,..."), TRAIN_STEPS
-# (3000, the recipe's), SEED (1), SAVE_STEPS (500), LOCAL_EVAL_FREQUENCY (500), BEAMS ("21 4 1": the
+# (2000, the recipe's), SEED (1), SAVE_STEPS (500), LOCAL_EVAL_FREQUENCY (500), BEAMS ("21 4 1": the
 # test split's beam sizes; the first is also used on dev), DECODE_HPARAMS (batch_size=16,xla=true).
 # A WORK that holds a run is resumed: datagen reuses its shards, the trainer continues from its last
 # checkpoint (or finds it finished), and each decode or score already written is kept.
@@ -27,7 +27,7 @@ WORK=${WORK:-./parsing-run}
 PROBLEM=${PROBLEM:-parsing_wsj4k}
 HPARAMS_SET=${HPARAMS_SET:-transformer_parsing_small}
 HPARAMS=${HPARAMS:-}
-TRAIN_STEPS=${TRAIN_STEPS:-3000}
+TRAIN_STEPS=${TRAIN_STEPS:-2000}
 SEED=${SEED:-1}
 SAVE_STEPS=${SAVE_STEPS:-500}
 LOCAL_EVAL_FREQUENCY=${LOCAL_EVAL_FREQUENCY:-500}
