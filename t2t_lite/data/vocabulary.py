@@ -29,6 +29,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+import numpy as np
 import sentencepiece
 import tensorflow as tf
 
@@ -41,6 +42,8 @@ UNK_ID = 2
 WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 # Reserved ids below the first real symbol of a SymbolVocabulary: pad, EOS.
 NUM_RESERVED_IDS = 2
+# SentencePiece's mark of the space before a word, on the word's first piece.
+WORD_MARK = "\u2581"
 
 
 @functools.cache
@@ -175,6 +178,19 @@ class Vocabulary:
             ids = ids[: ids.index(EOS_ID)]
         return self._processor.decode([i for i in ids if i != PAD_ID])
 
+    def word_pieces(self) -> tuple:
+        """(starts, bare) bool [vocab_size]: which ids begin a word of the text, and which are a bare "▁".
+
+        SentencePiece marks the space before a word with "▁" on the word's first piece, so a text's words
+        (`str.split()`) are its pieces from one "▁" piece to the next. A bare "▁" piece (before bytes or a
+        character written as bytes) begins a word only when something follows it in that word.
+        """
+        pieces = [self._processor.id_to_piece(index) for index in range(self.vocab_size)]
+        processor = self._processor
+        special = [processor.is_control(index) or processor.is_unknown(index) for index in range(len(pieces))]
+        starts = np.array([piece.startswith(WORD_MARK) and not skip for piece, skip in zip(pieces, special)])
+        return starts, np.array([piece == WORD_MARK for piece in pieces])
+
     @property
     def tokenizer(self) -> "tensorflow_text.SentencepieceTokenizer":
         """The same model as a TensorFlow op: `tokenize(strings)` -> int32 RaggedTensor.
@@ -226,6 +242,11 @@ class SymbolVocabulary:
             if int(i) >= NUM_RESERVED_IDS:
                 symbols.append(str(int(i) - NUM_RESERVED_IDS))
         return " ".join(symbols)
+
+    def word_pieces(self) -> tuple:
+        """(starts, bare) as `Vocabulary.word_pieces`: every symbol is a word of its own."""
+        starts = np.arange(self.vocab_size) >= NUM_RESERVED_IDS
+        return starts, np.zeros(self.vocab_size, bool)
 
     @property
     def tokenizer(self) -> "SymbolTokenizer":

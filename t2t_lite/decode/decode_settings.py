@@ -2,15 +2,16 @@
 
 `DecodeHParams` composes the `SearchSettings` (t2t_lite/decode/search_settings.py) with what only a
 decoding run has: its batch size, the n-best and sample counts, the input cut, the products'
-precision. One flat namespace of names, as tensor2tensor's `--decode_hparams="beam_size=4,alpha=0.6"`,
-each defined once by the class it belongs to; `decode_hparams` merges them in the decoder's precedence:
-the hparams set's defaults (§6.1: beam 4, α 0.6), then the problem's (parsing, §6.3: beam 21, α 0.3,
-+300), then the flag.
+precision, and the word alignments (`AlignmentSettings`, t2t_lite/decode/alignment.py). One flat
+namespace of names, as tensor2tensor's `--decode_hparams="beam_size=4,alpha=0.6"`, each defined once
+by the class it belongs to; `decode_hparams` merges them in the decoder's precedence: the hparams set's
+defaults (§6.1: beam 4, α 0.6), then the problem's (parsing, §6.3: beam 21, α 0.3, +300), then the flag.
 """
 
 import dataclasses
 
 from t2t_lite.decode import quantization
+from t2t_lite.decode.alignment import AlignmentSettings
 from t2t_lite.decode.search_settings import SearchSettings, check_given
 from t2t_lite.hparam import Composed, HParamsError, compose, parse_overrides
 
@@ -27,6 +28,8 @@ class DecodeHParams(Composed):
     quantize: str = ""
     score_per_token: bool = False  # --score_file: each subword's log-probability after the sum.
     num_samples: int = 1  # With sampling_method=random: samples per input, written like return_beams.
+    # write_alignment, alignment_layer, alignment_heads: each hypothesis' word links (t2t_lite/decode/alignment.py).
+    alignment: AlignmentSettings = AlignmentSettings()
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
@@ -65,6 +68,15 @@ def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
     try:  # a decoding run reads one mode's settings (an export's `sample` signature reads both)
         check_given(settings.search, parse_overrides(DecodeHParams, overrides))
     except ValueError as error:
+        raise HParamsError(str(error)) from None
+    return checked_alignment(settings, hparams)
+
+
+def checked_alignment(settings, hparams):
+    """`settings` (with an `alignment`), once its layer and heads are known to exist in the model of `hparams`."""
+    try:
+        settings.alignment.check_model(hparams)
+    except ValueError as error:  # it names --decode_hparams
         raise HParamsError(str(error)) from None
     return settings
 

@@ -8,7 +8,8 @@ maximises, and the one beam search ranks before its length penalty (greedy decod
 scores its own output with exactly this sum). Uses: reranking n-best lists, filtering a corpus,
 quality estimation. `t2t-decoder --score_file=FILE` reads `source<TAB>target` lines of raw text;
 `score_pairs` scores them in batches of similar length (sorted, as decoding sorts its inputs) and
-returns them in the file's order, each with its per-subword terms.
+returns them in the file's order, each with its per-subword terms, and with write_alignment the pair's word
+links (`t2t_lite.decode.alignment`), written after the score as `score ||| links`.
 """
 
 import dataclasses
@@ -17,24 +18,27 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import text_lines
+from t2t_lite.decode import alignment
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.encoded_inputs import XLA_LENGTH_BUCKET, BadInputError, encode_line, pad_batch
 
 
 @dataclasses.dataclass(frozen=True)
 class PairScore:
-    """log P(target | source), and its terms: one per target subword, EOS last."""
+    """log P(target | source), and its terms: one per target subword, EOS last; the pair's links or None."""
 
     log_probability: float
     per_token: tuple
     source_length: int = 0  # the source's ids, EOS included
+    alignment: str = None
 
     def line(self, per_token: bool) -> str:
-        """The output line: the sum, then (with `per_token`) each term, tab-separated."""
+        """The output line: the sum, then (with `per_token`) each term, tab-separated; then ` ||| links`."""
         fields = [f"{self.log_probability:.6f}"]
         if per_token:
             fields += [f"{term:.6f}" for term in self.per_token]
-        return "\t".join(fields)
+        text = "\t".join(fields)
+        return text if self.alignment is None else alignment.with_links(text, self.alignment)
 
 
 def read_score_file(path: str) -> list:
@@ -69,9 +73,15 @@ def score_pairs(model, vocabulary, pairs, settings: DecodeHParams) -> list:
         inputs = pad_batch([sources[index] for index in batch], rows, multiple)
         target_ids = pad_batch([targets[index] for index in batch], rows, multiple)
         terms = step(tf.constant(inputs), tf.constant(target_ids)).numpy()
+        links = None
+        if settings.alignment.write_alignment:
+            links = alignment.pair_alignments(model, vocabulary, inputs, target_ids, settings.alignment)
         for row, index in enumerate(batch):
             kept = terms[row, : len(targets[index])].astype(np.float64)
-            results[index] = PairScore(float(kept.sum()), tuple(float(term) for term in kept), len(sources[index]))
+            pair_links = None if links is None else links[row]
+            results[index] = PairScore(
+                float(kept.sum()), tuple(float(term) for term in kept), len(sources[index]), pair_links
+            )
     return results
 
 

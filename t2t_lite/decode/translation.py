@@ -15,7 +15,7 @@ import keras
 import numpy as np
 
 from t2t_lite.data.vocabulary import EOS_ID
-from t2t_lite.decode import batch_decoding, encoded_inputs
+from t2t_lite.decode import alignment, batch_decoding, encoded_inputs
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.encoded_inputs import XLA_LENGTH_BUCKET, pad_batch
 
@@ -26,6 +26,7 @@ class Translation:
 
     `source_ids` are the ids the model read (EOS included, cut to max_input_size), `source_length`
     how many the line had before the cut, and `ids` the best hypothesis' ids (EOS included if emitted).
+    `alignments`: with write_alignment, each hypothesis' word links (t2t_lite/decode/alignment.py).
     """
 
     source: str
@@ -34,16 +35,21 @@ class Translation:
     source_ids: list = dataclasses.field(default_factory=list)
     source_length: int = 0
     ids: list = dataclasses.field(default_factory=list)
+    alignments: list = dataclasses.field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
         return self.source_length > len(self.source_ids)
 
     def line(self, return_beams: bool) -> str:
-        """The output line: the best hypothesis, or every beam as `text<TAB>score` fields."""
+        """The output line: the best hypothesis, or every beam as `text<TAB>score` fields; each
+        hypothesis as `text ||| links` when it has its alignment."""
+        texts = self.hypotheses
+        if self.alignments:
+            texts = [alignment.with_links(text, links) for text, links in zip(texts, self.alignments)]
         if not return_beams:
-            return self.hypotheses[0]
-        return "\t".join(f"{text}\t{score:.4f}" for text, score in zip(self.hypotheses, self.scores))
+            return texts[0]
+        return "\t".join(f"{text}\t{score:.4f}" for text, score in zip(texts, self.scores))
 
 
 def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bool = True, prefixes=None) -> list:
@@ -74,6 +80,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
             multiple = XLA_LENGTH_BUCKET if settings.search.xla else 1
             forced = pad_batch([prefix_ids[index] for index in batch], rows=inputs.shape[0], multiple=multiple)
         ids, scores = _decode(model, inputs, settings, forced)
+        links = _alignments(model, vocabulary, inputs, ids, settings)
         for row, index in enumerate(batch):
             usable = [beam for beam in range(ids.shape[1]) if np.isfinite(scores[row, beam])] or [0]
             results[index] = Translation(
@@ -83,6 +90,7 @@ def translate(model, vocabulary, lines, settings: DecodeHParams, *, progress: bo
                 encoded[index],
                 len(full[index]),
                 _until_eos(ids[row, usable[0]]),
+                [] if links is None else [links[row, beam] for beam in usable],
             )
         if bar is not None:
             done = first + len(batch)
@@ -101,6 +109,13 @@ def _decode(model, inputs, settings: DecodeHParams, prefixes=None):
     width = max(ids.shape[2] for ids, _ in results)
     ids = np.concatenate([np.pad(ids, [(0, 0), (0, 0), (0, width - ids.shape[2])]) for ids, _ in results], axis=1)
     return ids, np.concatenate([scores for _, scores in results], axis=1)
+
+
+def _alignments(model, vocabulary, inputs, ids, settings: DecodeHParams):
+    """str [batch, hypotheses]: each hypothesis' word links with write_alignment, else None."""
+    if not settings.alignment.write_alignment:
+        return None
+    return alignment.hypothesis_alignments(model, vocabulary, inputs, ids, settings.alignment)
 
 
 def _until_eos(ids) -> list:

@@ -10,7 +10,8 @@ decodes as the decoder does with the same flag.
 import dataclasses
 
 from t2t_lite.decode import quantization
-from t2t_lite.decode.decode_settings import decode_hparams, from_decode_hparams
+from t2t_lite.decode.alignment import AlignmentSettings
+from t2t_lite.decode.decode_settings import checked_alignment, decode_hparams, from_decode_hparams
 from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import Composed, flat_values
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
@@ -28,6 +29,9 @@ class ExportSettings(Composed):
     max_batch_size: int = xla_buckets.DEFAULT_MAX_BATCH_SIZE
     # "int8" or "bfloat16" product weights (t2t_lite/decode/quantization.py); "" = float32 as trained.
     quantize: str = ""
+    # write_alignment: the text signatures also return each translation's word links ("alignments"), from the
+    # alignment_layer and alignment_heads given (t2t_lite/decode/alignment.py); a CTranslate2 export records them.
+    alignment: AlignmentSettings = AlignmentSettings()
 
     def __post_init__(self):
         quantization.check_mode(self.quantize)
@@ -52,4 +56,4 @@ def export_settings(hparams, problem, overrides: str = "") -> ExportSettings:
     """
     values = flat_values(decode_hparams(hparams, problem).search)
     values["max_input_length"] = hparams.max_length or DEFAULT_LEARNED_POSITIONS
-    return from_decode_hparams(ExportSettings, values, overrides)
+    return checked_alignment(from_decode_hparams(ExportSettings, values, overrides), hparams)
