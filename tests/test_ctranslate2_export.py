@@ -23,7 +23,7 @@ import tensorflow as tf
 from t2t_lite import cpu_features, registry
 from t2t_lite.cli import flags as cli_flags
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import batch_decoding, scoring
+from t2t_lite.decode import alignment, batch_decoding, scoring, translation
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParams
@@ -74,8 +74,9 @@ def random_model(hparams, vocab_size, seed):
     return model
 
 
-def exported(tmp_path, data_dir, overrides, seed=0, adjust=None):
-    """(model, CTranslate2 model directory) of a random model (changed by `adjust`) saved as ckpt-1 and exported."""
+def exported(tmp_path, data_dir, overrides, seed=0, adjust=None, decode_overrides=""):
+    """(model, CTranslate2 model directory) of a random model (changed by `adjust`) saved as ckpt-1 and exported
+    with --decode_hparams=extra_length=EXTRA_LENGTH plus `decode_overrides`."""
     hparams = registry.hparams("transformer_tiny").override(",".join(filter(None, [SMALL, overrides])))
     vocab = registry.problem("translate_files").vocabulary(data_dir)
     model = random_model(hparams, vocab.vocab_size, seed)
@@ -91,7 +92,7 @@ def exported(tmp_path, data_dir, overrides, seed=0, adjust=None):
         data_dir,
         str(train_dir),
         str(tmp_path / "export"),
-        decode_overrides=f"extra_length={EXTRA_LENGTH}",
+        decode_overrides=",".join(filter(None, [f"extra_length={EXTRA_LENGTH}", decode_overrides])),
     )
     return model, version
 
@@ -456,3 +457,54 @@ def test_quantization_flag_errors(trained, tmp_path):
     with pytest.raises(cli_flags.UsageError, match="--ct2_quantization: only with --export_format=ctranslate2"):
         run_exporter(savedmodel + [f"--export_dir={tmp_path}", "--ct2_quantization=int8"])
     assert os.listdir(tmp_path) == []
+
+
+# -- Alignments: return_attention is the attention t2t-decoder's write_alignment reads ---------------
+def ct2_attention(translator, version, source):
+    """CTranslate2's greedy translation of `source` ids: (its ids, return_attention's [target, source + EOS])."""
+    result = translator.translate_batch(
+        [pieces_of(version, source)],
+        beam_size=1,
+        max_decoding_length=len(source) + 1 + EXTRA_LENGTH,
+        min_decoding_length=0,
+        return_attention=True,
+    )[0]
+    return [translator_vocabulary_id(version, piece) for piece in result.hypotheses[0]], np.array(result.attention[0])
+
+
+@pytest.mark.parametrize("layer, heads", [(0, 1), (-1, 0), (1, 2)])
+def test_return_attention_is_the_export_s_alignment_layer_and_heads(data_dir, tmp_path, layer, heads):
+    """A random two-layer model exported with alignment_layer/alignment_heads: CTranslate2's attention for its
+    output equals t2t_lite's, that layer's heads averaged, for the same pair."""
+    model, version = exported(
+        tmp_path, data_dir, "", seed=6, decode_overrides=f"alignment_layer={layer},alignment_heads={heads}"
+    )
+    with open(os.path.join(version, "t2t_export.json")) as file:
+        assert json.load(file)["alignment"] == {"layer": layer, "heads": heads or "all"}
+    translator = ctranslate2.Translator(version, device="cpu", compute_type="float32")
+    settings = alignment.AlignmentSettings(True, layer, heads)
+    for source in MIXED_SOURCES:
+        ids, theirs = ct2_attention(translator, version, source)
+        inputs, targets = padded([source + [vocabulary.EOS_ID]]), padded([ids + [vocabulary.EOS_ID]])
+        ours = alignment.layer_attention(model, inputs, targets, settings).numpy()[0, : len(ids)]
+        np.testing.assert_allclose(theirs, ours, atol=1e-4)
+
+
+def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained_export):
+    """The trained word-reversal model: CTranslate2's greedy output and its attention, merged by
+    `alignment.word_links`, give the links t2t-decoder writes for the same sentence."""
+    translator = ctranslate2.Translator(trained_export["version"], device="cpu", compute_type="float32")
+    vocab = trained_export["vocab"]
+    sentences = random_sentences(seed=13, count=8)
+    settings = DecodeHParams.of(beam_size=1, extra_length=EXTRA_LENGTH, write_alignment=True)
+    decoded = translation.translate(trained_export["model"], vocab, sentences, settings, progress=False)
+    for sentence, ours in zip(sentences, decoded):
+        source = vocab.encode(sentence)
+        ids, attention = ct2_attention(translator, trained_export["version"], source)
+        assert vocab.decode(ids) == ours.hypotheses[0]
+        weights = np.pad(attention, [(0, 1), (0, 0)])[None]  # a row for the EOS CTranslate2 does not return
+        links = alignment.word_links(
+            weights, padded([source + [vocabulary.EOS_ID]]), padded([ids + [vocabulary.EOS_ID]]), *vocab.word_pieces()
+        )
+        assert alignment.pharaoh(links).numpy()[0].decode() == ours.alignments[0]
+    assert any(ours.alignments[0] for ours in decoded)

@@ -25,7 +25,7 @@ from absl import flags as absl_flags
 from t2t_lite import registry
 from t2t_lite.cli import t2t_exporter
 from t2t_lite.data import vocabulary
-from t2t_lite.decode import batch_decoding, beam_search, decode_settings, model_loading, translation
+from t2t_lite.decode import batch_decoding, beam_search, decode_settings, model_loading, scoring, translation
 from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import HParamsError
 from t2t_lite.run_dir import checkpoints, model_info
@@ -753,3 +753,35 @@ def test_a_quantized_export_keeps_the_trained_translations(quantized, setup):
     assert sum(a == b for a, b in zip(texts, float32_texts)) >= 0.9 * len(sentences), list(zip(texts, float32_texts))[
         :8
     ]
+
+
+@pytest.fixture(scope="module")
+def aligning_export(setup, built_once):
+    """The module's checkpoint exported with write_alignment=true, loaded."""
+    root = built_once(
+        "trained_export_alignments", lambda path: export_again(setup, str(path / "export"), write_alignment="true")
+    )
+    return tf.saved_model.load(os.path.join(root, "export", str(STEP)))
+
+
+def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_translation(setup, aligning_export):
+    sentences = random_sentences(seed=23, count=6) + ["", long_sentence()]
+    served = aligning_export.signatures["serving_default"](inputs=tf.constant(sentences + [b"\xff bad"]))
+    settings = decode_settings.DecodeHParams.of(
+        beam_size=3, alpha=0.6, extra_length=4, max_input_size=DECODE["max_input_length"], write_alignment=True
+    )
+    expected = translation.translate(setup["model"], setup["vocab"], sentences, settings, progress=False)
+    assert [text.decode() for text in served["outputs"].numpy()[:-1]] == [t.hypotheses[0] for t in expected]
+    assert [links.decode() for links in served["alignments"].numpy()] == [t.alignments[0] for t in expected] + [""]
+    assert expected[0].alignments[0] and expected[-2].alignments[0] == ""  # links, and none for the empty line
+    pairs = [(sentence, " ".join(reversed(sentence.split()))) for sentence in sentences[:4]]
+    scored = aligning_export.signatures["score"](
+        inputs=tf.constant([source for source, _ in pairs]), targets=tf.constant([target for _, target in pairs])
+    )
+    given = scoring.score_pairs(setup["model"], setup["vocab"], pairs, settings)
+    assert [links.decode() for links in scored["alignments"].numpy()] == [score.alignment for score in given]
+
+
+def test_an_export_without_write_alignment_has_no_alignments_output(setup):
+    loaded = tf.saved_model.load(setup["version_dir"])
+    assert "alignments" not in loaded.signatures["serving_default"].structured_outputs

@@ -40,6 +40,9 @@ Where the two engines would differ by default, and how the export makes them agr
     its fused projections into heads of one width, so the narrower of d_k, d_v is padded with zero
     columns per head (zeros add nothing to Q·Kᵀ nor to the output), and `queries_scale` keeps
     1/√d_k of eq. 1.
+  * Alignments: the decoder spec's `alignment_layer` and `alignment_heads` are the export's (`--decode_hparams`,
+    default the last layer and all heads), so `translate_batch(..., return_attention=True)` returns the
+    attention that `t2t-decoder`'s write_alignment merges into word links; `alignment.word_links` merges it.
   * Decoding options, not stored in a model: CTranslate2's `min_decoding_length` defaults to 1 (ours
     lets EOS come first: pass 0), `max_decoding_length` to 256 (ours: input length + `extra_length`), its
     `max_input_length` (1024) cuts inputs as our export does (first subwords, then EOS). Its length
@@ -250,6 +253,13 @@ def without_padding_row(embeddings: np.ndarray) -> np.ndarray:
     return embeddings
 
 
+def alignment_spec(hparams, alignment) -> dict:
+    """The decoder's alignment_layer and alignment_heads: `translate_batch(return_attention=True)` then returns
+    the attention that t2t-decoder's write_alignment reads (t2t_lite/decode/alignment.py), heads averaged."""
+    heads = alignment.alignment_heads or hparams.num_heads  # CTranslate2 averages the first N heads
+    return {"alignment_layer": alignment.alignment_layer % hparams.decoder_layers, "alignment_heads": heads}
+
+
 def transformer_spec(model, hparams, pieces: list, settings):
     """The CTranslate2 TransformerSpec of a restored `Transformer`, with config and vocabulary registered."""
     from ctranslate2.specs import common_spec, transformer_spec
@@ -263,7 +273,9 @@ def transformer_spec(model, hparams, pieces: list, settings):
     )
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(hparams.encoder_layers, hparams.num_heads, **common),
-        transformer_spec.TransformerDecoderSpec(hparams.decoder_layers, hparams.num_heads, **common),
+        transformer_spec.TransformerDecoderSpec(
+            hparams.decoder_layers, hparams.num_heads, **common, **alignment_spec(hparams, settings.alignment)
+        ),
     )
     encoder, decoder = spec.encoder, spec.decoder
     source_embeddings = without_padding_row(numpy_weight(model.source_embedding.embeddings))
@@ -335,6 +347,11 @@ def export_config(problem, hparams, settings, checkpoint: str, quantization: str
         "quantization": quantization or "float32",
         "hparams": json.loads(hparams.to_json()),
         "translate_options": translate_options(settings),
+        # What return_attention=True returns: this decoder layer's encoder-decoder attention, these heads averaged.
+        "alignment": {
+            "layer": settings.alignment.alignment_layer,
+            "heads": settings.alignment.alignment_heads or "all",
+        },
     }
 
 

@@ -61,6 +61,7 @@ IDS_SIGNATURE = "translate_ids"
 SCORE_SIGNATURE = "score"
 PREFIX_SIGNATURE = "translate_prefix"
 SAMPLE_SIGNATURE = "sample"
+ALIGNMENTS_OUTPUT = "string [batch]: Pharaoh links source word-target word, as t2t-decoder writes after ' ||| '"
 
 
 class ExportError(RuntimeError):
@@ -104,6 +105,14 @@ def text_of_length(vocabulary, count: int) -> str:
 # -- Writing ------------------------------------------------------------------------------
 def export_config(problem, hparams, settings: ExportSettings, checkpoint: str, vocabulary_file: str) -> dict:
     """The contents of assets/t2t_export.json: what was exported, and how it decodes."""
+    config = _export_config(problem, hparams, settings, checkpoint, vocabulary_file)
+    if settings.alignment.write_alignment:  # the text signatures' word links (t2t_lite/decode/alignment.py)
+        for name in (TEXT_SIGNATURE, PREFIX_SIGNATURE, SAMPLE_SIGNATURE, SCORE_SIGNATURE):
+            config["signatures"][name]["alignments"] = ALIGNMENTS_OUTPUT
+    return config
+
+
+def _export_config(problem, hparams, settings: ExportSettings, checkpoint: str, vocabulary_file: str) -> dict:
     return {
         "problem": problem.name,
         "checkpoint": os.path.abspath(checkpoint),

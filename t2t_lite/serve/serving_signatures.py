@@ -28,6 +28,10 @@ declare their inputs of any rank and check it in the graph (`of_rank`), since a 
 [None] is checked by nobody: TF Serving and a session feed a rank-2 tensor through it, and
 TensorFlow folds the graph's own rank checks away against the declaration.
 
+With write_alignment in its settings, serving_default, translate_prefix, sample and score also return
+`alignments`: string [batch], each translation's (or given pair's) word links as `t2t-decoder` writes them
+after " ||| " (`t2t_lite.decode.alignment`), "" for an input that is not UTF-8.
+
 `settings` is the export's `ExportSettings` (`t2t_lite.serve.export_settings`): its
 `SearchSettings` (beam size, α, extra length, xla, the sampling settings), max_input_length
 and max_batch_size, fixed at export.
@@ -39,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, normalize_text_in_graph
-from t2t_lite.decode import beam_search, scoring
+from t2t_lite.decode import alignment, beam_search, scoring
 from t2t_lite.serve import xla_buckets
 
 
@@ -110,11 +114,25 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
     """
     tokenizer = vocabulary.tokenizer
     search = best_hypotheses_fn(model, settings)
+    word_pieces = vocabulary.word_pieces() if settings.alignment.write_alignment else None
 
     def decode_best(ids: tf.RaggedTensor):
-        hypotheses, scores = search(model_inputs(ids, settings.max_input_length))
+        inputs = model_inputs(ids, settings.max_input_length)
+        hypotheses, scores = search(inputs)
         truncated = ids.row_lengths() > settings.max_input_length - 1
-        return hypotheses, scores, truncated
+        return inputs, hypotheses, scores, truncated
+
+    def with_alignments(outputs, inputs, targets, utf8):
+        """`outputs` and, when the export writes alignments, "alignments": each row's word links ("" if not UTF-8)."""
+        if word_pieces is None:
+            return outputs
+
+        def links():
+            return alignment.alignments(model, inputs, targets, settings.alignment, word_pieces)
+
+        # An empty batch, or no hypothesis with a token, has no links (and no attention to take them from).
+        found = tf.cond(tf.size(targets) > 0, links, lambda: tf.fill([tf.shape(targets)[0]], ""))
+        return {**outputs, "alignments": tf.where(utf8, found, "")}
 
     def valid_utf8(*texts):
         # Replacing invalid bytes changes exactly the strings that are not valid UTF-8.
@@ -132,15 +150,15 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
         """The search without XLA (sampling, prefixes), `changes` made to its settings: outputs as `translate`'s."""
         ids = subwords(inputs, utf8)
         search = dataclasses.replace(settings.search, xla=False, **changes)
-        hypotheses, scores = beam_search.decode(
-            model, model_inputs(ids, settings.max_input_length), search, prefixes=prefixes
-        )
-        return {
+        model_ids = model_inputs(ids, settings.max_input_length)
+        hypotheses, scores = beam_search.decode(model, model_ids, search, prefixes=prefixes)
+        outputs = {
             "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(hypotheses[:, 0])), ""),
             "scores": tf.where(utf8, scores[:, 0], -np.inf),
             "input_truncated": ids.row_lengths() > settings.max_input_length - 1,
             "input_not_utf8": ~utf8,
         }
+        return with_alignments(outputs, model_ids, hypotheses[:, 0], utf8)
 
     @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "prefixes")], autograph=False)
     def translate_prefix(inputs, prefixes):
@@ -161,13 +179,14 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
     def translate(inputs):
         inputs = sentences(inputs, "inputs")
         utf8 = valid_utf8(inputs)
-        ids, scores, truncated = decode_best(subwords(inputs, utf8))
-        return {
+        model_ids, ids, scores, truncated = decode_best(subwords(inputs, utf8))
+        outputs = {
             "outputs": tf.where(utf8, tokenizer.detokenize(hypothesis_tokens(ids)), ""),
             "scores": tf.where(utf8, scores, -np.inf),
             "input_truncated": truncated,
             "input_not_utf8": ~utf8,
         }
+        return with_alignments(outputs, model_ids, ids, utf8)
 
     @tf.function(input_signature=[any_rank(tf.string, "inputs"), any_rank(tf.string, "targets")], autograph=False)
     def score(inputs, targets):
@@ -177,19 +196,21 @@ def serving_module(model, vocabulary, settings) -> tf.Module:
         utf8 = valid_utf8(inputs, targets)
         source_ids = subwords(inputs, utf8)
         target_ids = ending_in_eos(subwords(targets, utf8))
-        token_scores = scoring.token_log_probs(model, model_inputs(source_ids, settings.max_input_length), target_ids)
-        return {
+        model_ids = model_inputs(source_ids, settings.max_input_length)
+        token_scores = scoring.token_log_probs(model, model_ids, target_ids)
+        outputs = {
             "scores": tf.where(utf8, tf.reduce_sum(token_scores, axis=1), -np.inf),
             "token_scores": token_scores,
             "target_lengths": tf.reduce_sum(tf.cast(target_ids != PAD_ID, tf.int32), axis=1),
             "input_truncated": source_ids.row_lengths() > settings.max_input_length - 1,
             "input_not_utf8": ~utf8,
         }
+        return with_alignments(outputs, model_ids, target_ids, utf8)
 
     @tf.function(input_signature=[any_rank(tf.int32, "inputs")], autograph=False)
     def translate_ids(inputs):
         inputs = of_rank(inputs, 2, "inputs: expected int32 [batch, length], a row of subword ids per sentence")
-        ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
+        _, ids, scores, truncated = decode_best(tf.ragged.boolean_mask(inputs, inputs > EOS_ID))
         return {"outputs": ids, "scores": scores, "input_truncated": truncated}
 
     module = tf.Module(name="t2t_lite_translator")
