@@ -461,7 +461,8 @@ def test_quantization_flag_errors(trained, tmp_path):
 
 # -- Alignments: return_attention is the attention t2t-decoder's write_alignment reads ---------------
 def ct2_attention(translator, version, source):
-    """CTranslate2's greedy translation of `source` ids: (its ids, return_attention's [target, source + EOS])."""
+    """CTranslate2's greedy translation of `source` ids: (its ids, return_attention's [target, source]): it has
+    no row for the target's EOS and no column for the EOS it appends to the source."""
     result = translator.translate_batch(
         [pieces_of(version, source)],
         beam_size=1,
@@ -486,7 +487,7 @@ def test_return_attention_is_the_export_s_alignment_layer_and_heads(data_dir, tm
     for source in MIXED_SOURCES:
         ids, theirs = ct2_attention(translator, version, source)
         inputs, targets = padded([source + [vocabulary.EOS_ID]]), padded([ids + [vocabulary.EOS_ID]])
-        ours = alignment.layer_attention(model, inputs, targets, settings).numpy()[0, : len(ids)]
+        ours = alignment.layer_attention(model, inputs, targets, settings).numpy()[0, : len(ids), : len(source)]
         np.testing.assert_allclose(theirs, ours, atol=1e-4)
 
 
@@ -502,7 +503,7 @@ def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained
         source = vocab.encode(sentence)
         ids, attention = ct2_attention(translator, trained_export["version"], source)
         assert vocab.decode(ids) == ours.hypotheses[0]
-        weights = np.pad(attention, [(0, 1), (0, 0)])[None]  # a row for the EOS CTranslate2 does not return
+        weights = np.pad(attention, [(0, 1), (0, 1)])[None]  # zeros for both EOS, which link nothing
         links = alignment.word_links(
             weights, padded([source + [vocabulary.EOS_ID]]), padded([ids + [vocabulary.EOS_ID]]), *vocab.word_pieces()
         )
