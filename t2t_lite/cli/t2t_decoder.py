@@ -10,6 +10,9 @@ Without --decode_from_file or --decode_interactive it decodes a generated split
 
 scores given `source<TAB>target` lines instead: log P(target | source) per line
 (`--decode_hparams=score_per_token=true` adds each subword's term).
+
+`--decode_hparams=write_alignment=true` writes each translation (or scored pair) as
+`text ||| 0-0 2-1 1-2`, its word alignment (t2t_lite/decode/alignment.py).
 """
 
 import os
