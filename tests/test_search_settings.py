@@ -8,6 +8,7 @@ import pytest
 
 from t2t_lite import registry
 from t2t_lite.decode import batch_decoding
+from t2t_lite.decode.alignment import AlignmentSettings
 from t2t_lite.decode.decode_settings import DecodeHParams, decode_hparams
 from t2t_lite.decode.search_settings import SearchSettings, check_vocabulary
 from t2t_lite.hparam import HParams, HParamsError, compose, field_types, flat_values
@@ -17,10 +18,12 @@ from t2t_lite.serve.export_settings import ExportSettings, export_settings
 
 def test_each_setting_is_defined_once_and_the_decoder_and_export_take_the_same_names():
     search = {field.name for field in dataclasses.fields(SearchSettings)}
+    aligning = {field.name for field in dataclasses.fields(AlignmentSettings)}
+    assert not search & aligning
     for composed in (DecodeHParams, ExportSettings):
-        own = {field.name for field in dataclasses.fields(composed)} - {"search"}
-        assert not own & search, composed  # no setting of the search restated
-        assert set(field_types(composed)) == own | search  # one flat --decode_hparams namespace
+        own = {field.name for field in dataclasses.fields(composed)} - {"search", "alignment"}
+        assert not own & (search | aligning), composed  # no setting of the search or the alignment restated
+        assert set(field_types(composed)) == own | search | aligning  # one flat --decode_hparams namespace
     assert {"beam_size", "alpha", "extra_length", "xla", "sampling_method", "sampling_temp"} <= search
 
 
