@@ -70,7 +70,8 @@ class AlignmentSettings:
 
 def layer_attention(model, inputs, targets, settings: AlignmentSettings):
     """A(t, s) [batch, target length, source length]: the chosen layer's encoder-decoder attention, heads averaged."""
-    _, attention = model({"inputs": inputs, "targets": targets}, training=False, return_attention=True)
+    # The decoder's output is not needed, so neither is its projection onto the vocabulary.
+    _, attention = model.decoder_hidden({"inputs": inputs, "targets": targets}, return_attention=True)
     weights = tf.cast(attention["encoder_decoder"][settings.alignment_layer], tf.float32)
     if settings.alignment_heads:
         weights = weights[:, : settings.alignment_heads]
