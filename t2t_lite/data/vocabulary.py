@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
-WORD_START = "\u2581"  # SentencePiece's mark of a piece that starts a word
 # Reserved ids below the first real symbol of a SymbolVocabulary: pad, EOS.
 NUM_RESERVED_IDS = 2
 # SentencePiece's mark of the space before a word, on the word's first piece.
@@ -82,7 +81,7 @@ def train_vocabulary(
     model = io.BytesIO()
     try:
         _train_sentencepiece(
-            sentences, model, vocab_size, max_sentences, sorted(WORD_START + word for word in whole_pieces)
+            sentences, model, vocab_size, max_sentences, sorted(WORD_MARK + word for word in whole_pieces)
         )
     except RuntimeError as error:
         # Every byte (256 pieces for byte fallback), the special ids and each character seen need a piece.
