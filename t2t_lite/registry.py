@@ -13,14 +13,19 @@
 The built-in problems and hparam sets register themselves when `t2t_lite.problems`
 and `t2t_lite.hparams` are imported; the look-ups here import them on first use.
 `import_usr_dir` imports a user's package whose decorators register more
-(`--t2t_usr_dir`).
+(`--t2t_usr_dir`), after the built-ins, so a user's name that repeats a built-in one is the
+user's mistake. A name registered twice stops with both places that register it (file:line);
+a module of the package that raises on import stops with `UsrDirError` naming --t2t_usr_dir,
+the module and the exception's first line.
 """
 
 import difflib
 import importlib
+import inspect
 import os
 import re
 import sys
+import traceback
 
 _PROBLEMS = {}
 _HPARAMS = {}
@@ -36,6 +41,10 @@ class RegistryError(KeyError):
         return self.args[0]
 
 
+class UsrDirError(ImportError):
+    """--t2t_usr_dir cannot be imported: which module, and what it raised."""
+
+
 def default_name(obj) -> str:
     """CamelCase class names become snake_case, as tensor2tensor names problems."""
     name = obj.__name__
@@ -46,9 +55,26 @@ def default_name(obj) -> str:
 def _register(table, kind, obj, name):
     name = name or default_name(obj)
     if name in table:
-        raise RegistryError(f"{kind} {name!r} is already registered (by {table[name]!r}).")
+        raise RegistryError(
+            f"{kind} {name!r} is registered twice: by {where(table[name])} and by {where(obj)}. "
+            f"Rename one (@register_...(name='another_name'))."
+        )
     table[name] = obj
     return obj
+
+
+def where(obj) -> str:
+    """`file:line` of the function or class `obj` (its module where the source cannot be found)."""
+    try:
+        return f"{_shown(inspect.getsourcefile(obj))}:{inspect.getsourcelines(obj)[1]}"
+    except (OSError, TypeError):
+        return getattr(obj, "__module__", None) or repr(obj)
+
+
+def _shown(path: str) -> str:
+    """A path relative to the working directory where it lies below it, else as it is."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith(os.pardir) else relative
 
 
 def _decorator(table, kind):
@@ -155,9 +181,33 @@ def import_usr_dir(usr_dir: str) -> None:
             f"--t2t_usr_dir={usr_dir}: not a Python package; add an __init__.py that imports "
             f"the modules defining your problems and hparams sets."
         )
+    _load_builtins()  # first, so that a user's name repeating a built-in one is reported as the user's
     parent, package = os.path.split(directory)
     sys.path.insert(0, parent)
     try:
         importlib.import_module(package)
+    except RegistryError as error:
+        raise UsrDirError(f"--t2t_usr_dir={usr_dir}: {error}") from None
+    except Exception as error:  # the user's code: whatever it raises is named, not shown as a traceback
+        raise UsrDirError(f"--t2t_usr_dir={usr_dir}: {_failure(error, directory, package)}") from None
     finally:
         sys.path.remove(parent)
+
+
+def _failure(error: Exception, directory: str, package: str) -> str:
+    """'importing <module> raised <Type>: <first line> (<file>:<line>)', the place the innermost in `directory`."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if _below(frame.filename, directory)]
+    place = (frames[-1].filename, frames[-1].lineno) if frames else None
+    if isinstance(error, SyntaxError) and error.filename and _below(error.filename, directory):
+        place = (error.filename, error.lineno)
+    module = package
+    if place:
+        relative = os.path.splitext(os.path.relpath(place[0], directory))[0].split(os.sep)
+        module = ".".join([package] + [part for part in relative if part != "__init__"])
+    summary = (str(error).strip().splitlines() or [""])[0][:300]
+    at = f" ({_shown(place[0])}:{place[1]})" if place else ""
+    return f"importing {module} raised {type(error).__name__}{': ' + summary if summary else ''}{at}"
+
+
+def _below(path: str, directory: str) -> bool:
+    return os.path.abspath(path).startswith(directory + os.sep)

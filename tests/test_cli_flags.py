@@ -41,6 +41,19 @@ def test_usr_dir_registers_a_set_usable_by_hparams_set(parse, tmp_path):
     assert (hp.num_heads, hp.hidden_size) == (2, 64)
 
 
+def test_a_usr_dir_that_raises_on_import_is_a_usage_error_naming_it(parse, tmp_path):
+    package = tmp_path / "cli_usr_raises"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise RuntimeError('set CORPUS first')\n")
+    parse(f"--t2t_usr_dir={package}")
+    with pytest.raises(flags.UsageError) as error:
+        flags.prepare()
+    assert str(error.value) == (
+        f"--t2t_usr_dir={package}: importing cli_usr_raises raised RuntimeError: set CORPUS first "
+        f"({package / '__init__.py'}:1)"
+    )
+
+
 def test_bad_values_name_the_flag(parse, tmp_path):
     parse("--hparams_set=transformer_bsae")
     with pytest.raises(flags.UsageError, match="--hparams_set: .*'transformer_base'"):
