@@ -9,11 +9,12 @@ import pytest
 import tensorflow as tf
 import test_early_stopping
 import test_trainer
+from tensorflow.python.ops import gen_io_ops
 from test_trainer import logged_scalars, train
 
 from t2t_lite import registry
 from t2t_lite.decode import model_loading
-from t2t_lite.run_dir import averaging, checkpoints, model_info
+from t2t_lite.run_dir import averaging, checkpoints, model_info, partial_writes
 from t2t_lite.train import best_checkpoint
 from t2t_lite.train.early_stopping import EarlyStopping
 
@@ -156,3 +157,70 @@ def test_a_damaged_best_json_is_said_and_rewritten_with_the_next_best(run_with_a
     assert tf.train.latest_checkpoint(best) == os.path.join(best, "ckpt-2")
     best_checkpoint.keep(model, run, "loss", 2.0, 4)
     assert best_checkpoint.read(run)["checkpoint"] == "ckpt-4"
+
+
+class _Killed(BaseException):
+    """Where a kill -9 struck: raised after the directory was copied as it stood at that moment."""
+
+
+def _kill_at(monkeypatch, owner, name: str, run: str, snapshot: str, after_calls: int = 0):
+    """Makes `owner.name`'s call number `after_calls` + 1 copy `run` to `snapshot` (the disk a kill -9 leaves
+    at that moment: no handler of the killed process runs) and stop the writer there."""
+    original = getattr(owner, name)
+    calls = []
+
+    def struck(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= after_calls:
+            return original(*args, **kwargs)
+        shutil.copytree(run, snapshot)
+        raise _Killed
+
+    monkeypatch.setattr(owner, name, struck)
+
+
+@pytest.mark.parametrize(
+    "killed_while, target, after_calls, left, kept",
+    [
+        ("merging the new files", (gen_io_ops, "merge_v2_checkpoints"), 0, ["ckpt-4_temp"], "ckpt-2"),
+        (
+            "writing best.json",
+            (model_info, "atomic_write"),
+            0,
+            ["ckpt-4.data-00000-of-00001", "ckpt-4.index"],
+            "ckpt-2",
+        ),
+        ("writing the list", (checkpoints, "write_checkpoint_list"), 0, [], "ckpt-4"),
+        ("removing the previous", (partial_writes, "_delete"), 1, "ckpt-2's file not yet removed", "ckpt-4"),
+    ],
+)
+def test_a_kill_at_any_point_of_replacing_best_is_healed_by_the_next_start(
+    run_with_a_best, monkeypatch, tmp_path, killed_while, target, after_calls, left, kept
+):
+    """Whatever moment a kill -9 strikes a new best, the tools read a whole best (the previous one or the new),
+    the trainer's next start removes what the kill left unfinished in one line, and the next best is kept."""
+    run, model = run_with_a_best
+    killed = str(tmp_path / "killed")
+    _kill_at(monkeypatch, *target, run, killed, after_calls)
+    with pytest.raises(_Killed):
+        best_checkpoint.keep(model, run, "loss", 2.0, 4)
+    monkeypatch.undo()
+    best = best_checkpoint.best_dir(killed)
+    if isinstance(left, str):
+        left = [name for name in os.listdir(best) if name.startswith("ckpt-2.")]
+        assert len(left) == 1  # of its two files, one was removed when the kill struck
+    lines = []
+    best_checkpoint.complete(killed, lines.append)  # the trainer's next start
+    removed = f"Removed {', '.join(left)} from {best}: left unfinished by an interrupted write of the best checkpoint."
+    assert lines == ([removed] if left else [])
+    assert tf.train.latest_checkpoint(best) == os.path.join(best, kept) and loads(os.path.join(best, kept), model)
+    assert sorted(n for n in os.listdir(best) if n.startswith("ckpt-")) == [
+        f"{kept}.data-00000-of-00001",
+        f"{kept}.index",
+    ]
+    best_checkpoint.keep(model, killed, "loss", 1.5, 6)
+    assert sorted(n for n in os.listdir(best) if n.startswith("ckpt-")) == [
+        "ckpt-6.data-00000-of-00001",
+        "ckpt-6.index",
+    ]
+    assert best_checkpoint.read(killed)["checkpoint"] == "ckpt-6"

@@ -16,7 +16,10 @@ Replacing it is safe at any moment a process is killed, by the order of its writ
   4. the previous checkpoint's files are removed.
 
 A kill before 3 leaves the previous best listed and whole; the next write (or the trainer's
-next start) completes 3 and 4 from best.json.
+next start) completes 3 and 4 from best.json, and removes, saying so, what the kill left
+unfinished: TensorFlow's staging directory `ckpt-<step>_temp/` of a write cut in 1, the files
+of a checkpoint that best.json never named (`t2t_lite.run_dir.partial_writes`). A write that
+fails (a full disk) removes its own files before the error goes on.
 """
 
 import json
@@ -24,7 +27,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info, partial_writes
 
 BEST_DIR = "best"
 BEST_FILE = "best.json"
@@ -46,7 +49,11 @@ def keep(model, model_dir: str, metric: str, value: float, step: int) -> str:
     prefix = os.path.join(directory, name)
     weights = tf.train.Checkpoint(model=checkpoints.trackable_model(model))
     weights.save_counter  # created, so that it is written as in every other checkpoint restore_weights reads
-    weights.write(prefix)
+    try:
+        weights.write(prefix)
+    except BaseException:
+        partial_writes.remove_checkpoint(prefix)
+        raise
     for info in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):  # the same for the whole run
         if not tf.io.gfile.exists(os.path.join(directory, info)):
             with tf.io.gfile.GFile(os.path.join(model_dir, info)) as file:
@@ -58,25 +65,28 @@ def keep(model, model_dir: str, metric: str, value: float, step: int) -> str:
 
 
 def complete(model_dir: str, log=print) -> None:
-    """Finishes a replacement that best.json records: lists its checkpoint and removes the others' files.
+    """Finishes a replacement that best.json records: lists its checkpoint and removes the previous one's files;
+    then removes, with a line, what an interrupted write left (`partial_writes.clean_checkpoint_dir`).
 
     A best.json that cannot be read (cut short, edited) is said and left as it is: best/ keeps the
     checkpoint its `checkpoint` list names, and the next best evaluation writes both afresh.
     """
     directory = best_dir(model_dir)
+    if not tf.io.gfile.isdir(directory):
+        return
     try:
         name = read(model_dir).get("checkpoint")
     except checkpoints.CheckpointError as error:
         log(f"WARNING: {error}")
-        return
-    if not name or not tf.io.gfile.exists(os.path.join(directory, name + ".index")):
-        return
+        name = None
     listed = [os.path.basename(path) for path in checkpoints.listed_checkpoints(directory)]
-    if listed != [name]:
-        checkpoints.write_checkpoint_list(directory, [name])
-    for path in tf.io.gfile.glob(os.path.join(directory, f"{checkpoints.CHECKPOINT_NAME}-*")):
-        if not os.path.basename(path).startswith(name + "."):
-            tf.io.gfile.remove(path)
+    if name and tf.io.gfile.exists(os.path.join(directory, name + ".index")):
+        if listed != [name]:
+            checkpoints.write_checkpoint_list(directory, [name])
+        for previous in listed:  # step 4: the best this one replaces
+            if previous != name:
+                partial_writes.remove_checkpoint(os.path.join(directory, previous))
+    partial_writes.clean_checkpoint_dir(directory, "write of the best checkpoint", log, own_unlisted=True)
 
 
 def read(model_dir: str) -> dict:

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from t2t_lite import cpu_features
 from t2t_lite.data import datagen
-from t2t_lite.run_dir import checkpoints, model_info, run_lock
+from t2t_lite.run_dir import checkpoints, model_info, partial_writes, run_lock
 from t2t_lite.run_dir.scalars import write_scalars
 from t2t_lite.train import (
     best_checkpoint,
@@ -185,6 +185,8 @@ def train_and_evaluate(
         save_dir = distribution.checkpoint_directory(strategy, output_dir)
         if save_dir != output_dir:  # a non-chief's copies: of no use once the run ends, however it ends
             held.callback(shutil.rmtree, save_dir, ignore_errors=True)
+        if writes_output_dir:  # what a killed or failed save left unfinished
+            partial_writes.clean_checkpoint_dir(output_dir, "checkpoint save", log)
         latest = checkpoints.restore_for_training(
             checkpoint,
             output_dir,
@@ -237,7 +239,7 @@ def train_and_evaluate(
             if note:
                 log(note)
         if not latest:
-            manager.save(checkpoint_number=0)
+            save_checkpoint(manager, 0)
         if strategy.num_replicas_in_sync > 1:
             steps.trace_once_for(batches.batch_spec())
         metrics = _train_loop(training, settings)
@@ -360,4 +362,14 @@ def _save(steps, batches, manager, step):
             f"last good checkpoint. Lower learning_rate or set clip_grad_norm (--hparams), then rerun."
         )
     batches.record_positions()
-    manager.save(checkpoint_number=step)
+    save_checkpoint(manager, step)
+
+
+def save_checkpoint(manager, step: int) -> None:
+    """`manager.save` at `step`; a save that fails (a full disk) removes its own files, so the last complete
+    checkpoint stays the one a rerun resumes from."""
+    try:
+        manager.save(checkpoint_number=step)
+    except BaseException:
+        partial_writes.remove_unlisted(os.path.join(manager.directory, f"{checkpoints.CHECKPOINT_NAME}-{step}"))
+        raise
