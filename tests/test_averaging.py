@@ -4,6 +4,7 @@ import json
 import os
 
 import keras
+import kill_points
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -261,3 +262,62 @@ def test_a_periodic_checkpoint_the_final_one_follows_within_half_an_interval_is_
     assert averaging.chosen_checkpoints([f"m/ckpt-{s}" for s in (100, 180, 300, 390, 395)], 5)[1] == [
         ("m/ckpt-390", "5 update(s) before the final ckpt-395")
     ]
+
+
+@pytest.mark.parametrize(
+    "killed_while, owner, name, left",
+    [
+        ("writing hparams.json", model_info, "atomic_write", []),
+        ("writing the checkpoint", tf.raw_ops, "SaveV2", []),
+        ("writing the list", checkpoints, "write_checkpoint_list", ["ckpt-3.data-00000-of-00001", "ckpt-3.index"]),
+    ],
+)
+def test_a_kill_at_any_point_of_an_average_is_healed_by_rerunning_the_same_command(
+    tmp_path, monkeypatch, capsys, killed_while, owner, name, left
+):
+    """Killed at any moment, t2t-avg-all leaves the earlier average listed and whole; the same command again
+    removes what the kill left unfinished (saying so in one line) and writes the average, hparams.json beside it."""
+    model_dir, output_dir, killed = str(tmp_path / "train"), str(tmp_path / "avg"), str(tmp_path / "killed")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    command = [f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2", "--min_steps=0"]
+    run_avg_all(command)  # an earlier average, ckpt-2
+    write_checkpoints(model_dir, steps=[3], keep=5)
+    kill_points.kill_at(monkeypatch, owner, name, output_dir, killed)
+    with pytest.raises(kill_points.Killed):
+        run_avg_all(command)
+    monkeypatch.undo()
+    assert tf.train.latest_checkpoint(killed) == os.path.join(killed, "ckpt-2")  # what tools read meanwhile
+    capsys.readouterr()
+    run_avg_all([f"--model_dir={model_dir}", f"--output_dir={killed}", "--n=2", "--min_steps=0"])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith(f"{killed}/t2t.lock: t2t-avg-all (pid ") and "taking its lock over" in printed[0]
+    removed = f"Removed {', '.join(left)} from {killed}: left unfinished by an interrupted t2t-avg-all."
+    assert printed[1 : 1 + len(left[:1])] == [removed][: len(left[:1])]
+    assert printed[1 + len(left[:1])].startswith("Averaged 2 checkpoints (ckpt-2, ckpt-3)")
+    state = tf.train.get_checkpoint_state(killed)
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
+    two, three, average = (
+        tf.train.load_checkpoint(p) for p in (f"{model_dir}/ckpt-2", f"{model_dir}/ckpt-3", state.model_checkpoint_path)
+    )
+    key = weight_keys(f"{model_dir}/ckpt-3")[0]
+    np.testing.assert_allclose(average.get_tensor(key), (two.get_tensor(key) + three.get_tensor(key)) / 2, rtol=1e-6)
+    assert open(os.path.join(killed, "hparams.json")).read() == open(os.path.join(model_dir, "hparams.json")).read()
+
+
+def test_an_average_stopped_by_ctrl_c_or_a_full_disk_removes_its_own_files(tmp_path, monkeypatch):
+    """Ctrl-C (or a write that fails) inside the write: the tool's own handler removes the unlisted files, so
+    "rerun the same command" just works."""
+    model_dir, output_dir = str(tmp_path / "train"), str(tmp_path / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    command = [f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2", "--min_steps=0"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoints, "write_checkpoint_list", interrupted)  # the files are written by then
+    with pytest.raises(KeyboardInterrupt):
+        run_avg_all(command)
+    monkeypatch.undo()
+    assert sorted(os.listdir(output_dir)) == ["hparams.json", "problem.json"]
+    run_avg_all(command)
+    assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "ckpt-2")

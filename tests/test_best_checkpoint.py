@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 
+import kill_points
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -159,26 +160,6 @@ def test_a_damaged_best_json_is_said_and_rewritten_with_the_next_best(run_with_a
     assert best_checkpoint.read(run)["checkpoint"] == "ckpt-4"
 
 
-class _Killed(BaseException):
-    """Where a kill -9 struck: raised after the directory was copied as it stood at that moment."""
-
-
-def _kill_at(monkeypatch, owner, name: str, run: str, snapshot: str, after_calls: int = 0):
-    """Makes `owner.name`'s call number `after_calls` + 1 copy `run` to `snapshot` (the disk a kill -9 leaves
-    at that moment: no handler of the killed process runs) and stop the writer there."""
-    original = getattr(owner, name)
-    calls = []
-
-    def struck(*args, **kwargs):
-        calls.append(1)
-        if len(calls) <= after_calls:
-            return original(*args, **kwargs)
-        shutil.copytree(run, snapshot)
-        raise _Killed
-
-    monkeypatch.setattr(owner, name, struck)
-
-
 @pytest.mark.parametrize(
     "killed_while, target, after_calls, left, kept",
     [
@@ -201,8 +182,8 @@ def test_a_kill_at_any_point_of_replacing_best_is_healed_by_the_next_start(
     the trainer's next start removes what the kill left unfinished in one line, and the next best is kept."""
     run, model = run_with_a_best
     killed = str(tmp_path / "killed")
-    _kill_at(monkeypatch, *target, run, killed, after_calls)
-    with pytest.raises(_Killed):
+    kill_points.kill_at(monkeypatch, *target, run, killed, after_calls)
+    with pytest.raises(kill_points.Killed):
         best_checkpoint.keep(model, run, "loss", 2.0, 4)
     monkeypatch.undo()
     best = best_checkpoint.best_dir(killed)

@@ -4,6 +4,13 @@
 checkpoints, which were written at 10-minute intervals. For the big models, we averaged
 the last 20 checkpoints." `average_checkpoints` does that: every floating-point model
 weight becomes the mean over the checkpoints, and the result is a checkpoint like any other.
+
+An average is written as the trainer writes a checkpoint: hparams.json and problem.json
+first (renamed into place), then the checkpoint's files, then the `checkpoint` list that
+makes it visible. A process killed or stopped at any moment leaves the earlier averages
+listed and whole; what it wrote of the new one is unlisted, and the next run removes it,
+saying so, and writes it again (`t2t_lite.run_dir.partial_writes`). A write that fails
+(a full disk) removes its own files.
 """
 
 import os
@@ -12,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info, partial_writes
 
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -85,19 +92,25 @@ def average_checkpoints(model_dir: str, output_dir: str, n: int, newest: str = N
     every = _up_to(checkpoints.all_checkpoints(model_dir), newest)
     paths, left_out = chosen_checkpoints(every, n, min_step)
     prefix = os.path.join(output_dir, f"{checkpoints.CHECKPOINT_NAME}-{checkpoints.checkpoint_step(paths[-1])}")
+    _check_not_model_dir(model_dir, output_dir)
+    partial_writes.clean_checkpoint_dir(output_dir, "t2t-avg-all", own_unlisted=True)
     _check_average_destination(model_dir, output_dir, prefix)
     names, tensors = _averaged_tensors(paths)
     tf.io.gfile.makedirs(output_dir)
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    for info_file in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):  # first: a listed average has them beside it
+        source = os.path.join(model_dir, info_file)
+        if tf.io.gfile.exists(source):
+            model_info.atomic_write(os.path.join(output_dir, info_file), _read(source).rstrip("\n"))
     # Recorded relative to output_dir, as CheckpointManager does, so the directory can be moved;
     # earlier averages (of earlier steps) stay listed, the newest last, as tensor2tensor's avg/ does.
     state = tf.train.get_checkpoint_state(output_dir)
     earlier = [os.path.basename(path) for path in state.all_model_checkpoint_paths] if state else []
-    checkpoints.write_checkpoint_list(output_dir, earlier + [os.path.basename(prefix)])
-    for info_file in (model_info.HPARAMS_FILE, model_info.PROBLEM_FILE):
-        source = os.path.join(model_dir, info_file)
-        if tf.io.gfile.exists(source):
-            tf.io.gfile.copy(source, os.path.join(output_dir, info_file), overwrite=True)
+    try:
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+        checkpoints.write_checkpoint_list(output_dir, earlier + [os.path.basename(prefix)])
+    except BaseException:
+        partial_writes.remove_unlisted(prefix)
+        raise
     plural = "" if len(paths) == 1 else "s"
     print(f"Averaged {len(paths)} checkpoint{plural} ({', '.join(os.path.basename(p) for p in paths)}) into {prefix}")
     if left_out:
@@ -153,13 +166,17 @@ class _Reader:
             raise checkpoints.damaged(self.path, error, "the newest to average; or lower --n") from None
 
 
-def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> None:
-    """Stops before anything is written where the average would replace a checkpoint or mix models."""
+def _check_not_model_dir(model_dir: str, output_dir: str) -> None:
+    """Stops before anything is written (or cleaned) where the average would replace a trained checkpoint."""
     if os.path.realpath(output_dir) == os.path.realpath(model_dir):
         raise checkpoints.CheckpointError(
             f"--output_dir={output_dir} is --model_dir: the average would replace the newest trained "
             f"checkpoint there. Give another directory, e.g. --output_dir={os.path.join(model_dir, 'avg')}."
         )
+
+
+def _check_average_destination(model_dir: str, output_dir: str, prefix: str) -> None:
+    """Stops before anything is written where the average would replace an earlier average or mix models."""
     if tf.io.gfile.exists(prefix + ".index"):
         raise checkpoints.CheckpointError(
             f"--output_dir={output_dir}: {os.path.basename(prefix)} exists already (an earlier average of the "

@@ -1,0 +1,43 @@
+"""A kill -9 at a chosen call of a writer, for tests of partial writes: the disk as the kill leaves it.
+
+A kill -9 runs no handler of the killed process: no `finally`, no `except`. So the test copies the directory the
+writer writes at the moment the chosen call starts (what a kill then leaves on disk) and stops the writer with
+`Killed`; the test then runs the next start on the copy, never on the directory whose writer's handlers ran.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+
+class Killed(BaseException):
+    """Where the kill struck (a BaseException, as KeyboardInterrupt: no `except Exception` of the writer takes it)."""
+
+
+def kill_at(monkeypatch, owner, name: str, directory: str, snapshot: str, after_calls: int = 0) -> None:
+    """Makes call number `after_calls` + 1 of `owner.name` copy `directory` to `snapshot` and raise Killed."""
+    original = getattr(owner, name)
+    calls = []
+
+    def struck(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= after_calls:
+            return original(*args, **kwargs)
+        shutil.copytree(directory, snapshot, symlinks=True)
+        _held_by_a_process_gone(snapshot)
+        raise Killed
+
+    monkeypatch.setattr(owner, name, struck)
+
+
+def _held_by_a_process_gone(snapshot: str) -> None:
+    """The copy's directory lock (t2t.lock), if any, names a process that has ended, as the killed writer has."""
+    lock = os.path.join(snapshot, "t2t.lock")
+    if os.path.exists(lock):
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        with open(lock) as file:
+            holder = json.load(file)
+        with open(lock, "w") as file:
+            json.dump(dict(holder, pid=ended.pid), file)
