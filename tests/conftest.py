@@ -9,6 +9,7 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
 import time
 
 import forkserver
@@ -119,6 +120,22 @@ def reverse_data(built_once):
 
 
 # --cpu-report=FILE: where the suite's CPU time goes, per test and per test file (docs/testing.md).
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A directory on a tmpfs of its own, 1 MiB, to fill: mounted where the tests run as root, else skipped."""
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is made by mounting a small tmpfs, which needs root")
+    disk = tmp_path / "small_disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mount -t tmpfs failed here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
 
 def pytest_addoption(parser):

@@ -62,11 +62,13 @@ is the only one that loads it.
 
 import atexit
 import ctypes.util
+import errno
 import importlib.abc
 import logging
 import os
 import re
 import select
+import shutil
 import signal
 import sys
 import time
@@ -243,17 +245,72 @@ def _raise_terminated(number, frame):
 
 
 def run_tool(main) -> None:
-    """absl's `app.run(main)`, where Ctrl-C (SIGINT) or SIGTERM ends the tool with one line, not a traceback.
+    """absl's `app.run(main)`, where Ctrl-C (SIGINT) or SIGTERM ends the tool with one line, not a traceback,
+    and so does a full disk (`disk_full_message`).
 
     The exit status is 128 + the signal's number (130, 143), as a shell reports a process a signal
-    ended. t2t-trainer's training loop handles both itself (`t2t_lite.train.interruption`): it saves
-    the step reached first.
+    ended; 1 for a full disk. t2t-trainer's training loop handles both signals itself
+    (`t2t_lite.train.interruption`): it saves the step reached first. Each writer removes its own
+    partial files as the error passes (`t2t_lite.run_dir.partial_writes`), so a rerun once space is
+    freed continues from the last complete state.
     """
     signal.signal(signal.SIGTERM, _raise_terminated)
+    tool = os.path.basename(sys.argv[0])
     try:
         app.run(main)
     except (KeyboardInterrupt, _Terminated) as stop:
         number = signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
-        tool = os.path.basename(sys.argv[0])
         print(f"{tool}: stopped by {number.name} before it finished; rerun the same command.", file=sys.stderr)
         sys.exit(128 + number)
+    except Exception as error:
+        message = disk_full_message(error)
+        if message is None:
+            raise
+        print(f"{tool}: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+# TensorFlow reports ENOSPC as ResourceExhaustedError "<file>; No space left on device", the file
+# a temporary name of its own (`.tempstate<n>`, a checkpoint's `<prefix>_temp/part-...`).
+_NO_SPACE = os.strerror(errno.ENOSPC)
+_TENSORFLOW_FILE = re.compile(rf"(?:^|\}}\}} )(?P<path>[^;{{}}]+); {_NO_SPACE}")
+_TENSORFLOW_TEMPORARY = (
+    re.compile(r"\.tempstate\d+$"),
+    re.compile(r"_temp/part-\d+-of-\d+(\.data-\d+-of-\d+|\.index)?$"),
+)
+
+
+def disk_full_message(error: BaseException):
+    """'the disk holding <dir> is full (<n> bytes free): could not write <file>. ...', or None for another error.
+
+    ENOSPC as an OSError (Python's writes) or as TensorFlow's error wrapping it, here or in its causes.
+    """
+    while error is not None:
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return _full(error.filename)
+        if _NO_SPACE in str(error):
+            match = _TENSORFLOW_FILE.search(str(error))
+            return _full(_written(match.group("path").strip()) if match else None)
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _written(path: str) -> str:
+    """The file TensorFlow was writing, without the temporary part of its name."""
+    for temporary in _TENSORFLOW_TEMPORARY:
+        path = temporary.sub("", path)
+    return path
+
+
+def _full(path) -> str:
+    if not path:
+        return f"a disk this tool writes is full ({_NO_SPACE}). Free space there and rerun the same command."
+    path = os.fsdecode(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(directory) and directory != os.path.dirname(directory):
+        directory = os.path.dirname(directory)
+    free = shutil.disk_usage(directory).free
+    return (
+        f"the disk holding {directory} is full ({free:,} bytes free): could not write {path}. Free space there "
+        f"(or write elsewhere) and rerun the same command; what this run left unfinished has been removed."
+    )

@@ -267,6 +267,24 @@ def write_shuffled_shards(
     then, as in tensor2tensor, each record goes to a random shard and each shard is
     shuffled in memory.
     """
+    _remove_incomplete(data_dir, base_name, split, "Removed {}: left unfinished by an interrupted t2t-datagen.")
+    try:
+        return _write_shuffled_shards(examples, data_dir, base_name, split, min_shards, description)
+    except BaseException:  # a full disk, Ctrl-C: none of the split's partial files stays
+        _remove_incomplete(data_dir, base_name, split)
+        raise
+
+
+def _remove_incomplete(data_dir: str, base_name: str, split: str, say: str = "") -> None:
+    """Removes the split's `.incomplete*` files (a write in progress), saying `say` with their names if given."""
+    partial = sorted(tf.io.gfile.glob(os.path.join(data_dir, f"{base_name}-{split}*.incomplete*")))
+    for path in partial:
+        tf.io.gfile.remove(path)
+    if partial and say:
+        print(say.format(", ".join(partial)))
+
+
+def _write_shuffled_shards(examples, data_dir, base_name, split, min_shards, description) -> int:
     unshuffled = os.path.join(data_dir, f"{base_name}-{split}.incomplete-unshuffled")
     count = _write_counting(examples, unshuffled, description)
     if count == 0:

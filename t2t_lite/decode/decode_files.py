@@ -1,10 +1,13 @@
 """What `t2t-decoder` reads and writes: a text file, a problem's generated split, or lines typed on stdin (§6.1).
 
-Outputs are written through a temporary file and renamed, so an interrupted run never leaves a
-half-written file; one output line per input line, in the input's order. `decode_split` also
+Outputs are written through a temporary file (`<output>.tmp`) and renamed, so an interrupted run
+never leaves a half-written file; one output line per input line, in the input's order. A write
+that fails (a full disk) or is interrupted removes its temporary file; one a kill -9 left is removed,
+with a line, by the next run that writes the same output. `decode_split` also
 writes the split's sources and references, so `t2t-bleu` scores the run.
 """
 
+import errno
 import os
 import sys
 
@@ -28,10 +31,20 @@ def default_output_path(
 def write_lines(path: str, lines) -> None:
     """Writes through a temporary file, so an interrupted run never leaves a half-written output."""
     temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        for line in lines:
-            file.write(line.replace("\n", " ") + "\n")
-    os.replace(temporary, path)
+    if os.path.exists(temporary):
+        os.remove(temporary)
+        print(f"Removed {temporary}: left unfinished by an interrupted t2t-decoder.", file=sys.stderr)
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            for line in lines:
+                file.write(line.replace("\n", " ") + "\n")
+        os.replace(temporary, path)
+    except BaseException as error:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC and not error.filename:
+            raise OSError(error.errno, error.strerror, path) from None  # a failed write() names no file
+        raise
 
 
 def decode_split(

@@ -33,8 +33,10 @@ this project runs at load time, and the only variables are the model's weights,
 restored from the checkpoint.
 
 `<export_dir>/<version>/` is the layout TF Serving watches; the version is the
-checkpoint's step. The SavedModel is written to a hidden staging directory and
-renamed into place, so a server never sees half an export.
+checkpoint's step. The SavedModel is written to a hidden staging directory
+(`.<version>.incomplete-<pid>`) and renamed into place, so a server never sees half an
+export; an export that fails (a full disk) removes it, and the next export into the same
+--export_dir removes, saying so, one that a killed export left.
 """
 
 import json
@@ -50,7 +52,7 @@ from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import quantization, search_settings
 from t2t_lite.hparam import flat_values
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
-from t2t_lite.run_dir import checkpoints, model_info
+from t2t_lite.run_dir import checkpoints, model_info, partial_writes
 from t2t_lite.serve import serving_warmup, xla_buckets
 from t2t_lite.serve.export_settings import ExportSettings, export_settings
 from t2t_lite.serve.serving_signatures import serving_module
@@ -218,6 +220,10 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def sentencepiece_vocabulary(problem, data_dir: str, why: str):
     """The problem's vocabulary, which an export needs to be a SentencePiece model (`why` says what for)."""
     vocabulary = problem.vocabulary(data_dir)
@@ -239,7 +245,9 @@ def check_learned_positions(hparams, settings: ExportSettings) -> None:
 
 
 def restore_for_export(problem, hparams, vocabulary, checkpoint_path_or_dir: str, export_dir: str, model_name: str):
-    """(checkpoint path, the version directory to write, the restored model), the directory checked first."""
+    """(checkpoint path, the version directory to write, the restored model), the directory checked first and
+    the staging directories of exports killed there removed (`partial_writes.clean_export_dir`)."""
+    partial_writes.clean_export_dir(export_dir, "t2t-exporter", log=_stderr)
     checkpoint = checkpoints.checkpoint_path(checkpoint_path_or_dir)
     final_dir = version_dir(export_dir, checkpoint)
     model = model_info.restore_model(
