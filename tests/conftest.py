@@ -124,12 +124,13 @@ def reverse_data(built_once):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A directory on a tmpfs of its own, 1 MiB, to fill: mounted where the tests run as root, else skipped."""
+    """A directory on a tmpfs of its own, 16 MiB, to fill (tests/full_disk.py): mounted where the tests run as
+    root, else skipped."""
     if os.geteuid() != 0:
         pytest.skip("a full disk is made by mounting a small tmpfs, which needs root")
     disk = tmp_path / "small_disk"
     disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"mount -t tmpfs failed here: {mounted.stderr.decode().strip()}")
     try:

@@ -4,6 +4,7 @@ import errno
 import os
 import sys
 
+import full_disk
 import pytest
 import tensorflow as tf
 
@@ -37,10 +38,11 @@ def test_enospc_from_python_and_from_tensorflow_names_the_file_not_its_temporary
 
 def test_a_decoder_output_on_a_full_disk_is_one_line_exit_1_and_no_tmp_left(small_disk, monkeypatch, capsys):
     output = str(small_disk / "out.txt")
+    filler = full_disk.fill(small_disk, leave=64 * 1024)
     monkeypatch.setattr(sys, "argv", ["t2t-decoder"])
 
     def decode(argv):
-        decode_files.write_lines(output, ["x" * 1000] * 2000)  # 2 MB on a 1 MiB disk
+        decode_files.write_lines(output, ["x" * 1000] * 2000)  # 2 MB where 64 kB are free
 
     with pytest.raises(SystemExit) as exit_info:
         tool_process.run_tool(decode)
@@ -48,7 +50,8 @@ def test_a_decoder_output_on_a_full_disk_is_one_line_exit_1_and_no_tmp_left(smal
     printed = capsys.readouterr().err.splitlines()
     assert len(printed) == 1 and printed[0].startswith(f"t2t-decoder: the disk holding {small_disk} is full (")
     assert f"could not write {output}. " in printed[0]
-    assert os.listdir(small_disk) == []  # its partial output removed
+    assert os.listdir(small_disk) == ["filler"]  # its partial output removed
+    os.remove(filler)
     decode_files.write_lines(output, ["x" * 1000] * 200)  # once there is room, the same output is written
     assert open(output).read() == ("x" * 1000 + "\n") * 200
 

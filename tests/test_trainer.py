@@ -10,11 +10,15 @@ import sys
 import time
 
 import forkserver
+import full_disk
+import kill_points
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.ops import gen_io_ops
 
 from t2t_lite import cpu_features, registry
+from t2t_lite.cli import tool_process
 from t2t_lite.data import datagen, input_pipeline
 from t2t_lite.run_dir import checkpoints, model_info
 from t2t_lite.train import loss, trainer
@@ -821,3 +825,42 @@ def test_a_run_in_a_directory_relative_to_the_cwd_resumes_its_own_checkpoints(re
     assert lines[0] == f"Restored {os.path.join('run', 'ckpt-4')} (step 4).", lines[:2]
     assert not any("set_aside" in line or "Moved" in line for line in lines)
     assert not os.path.exists(os.path.join("run", checkpoints.SET_ASIDE))
+
+
+def test_a_kill_inside_a_checkpoint_write_is_cleaned_by_the_next_start_in_one_line(
+    reverse_data, reference_run, tmp_path, monkeypatch
+):
+    """A kill -9 while TensorFlow merges a checkpoint's files leaves `ckpt-10_temp/` and the list at ckpt-8: the
+    same command again removes it, saying so, resumes from ckpt-8 and saves ckpt-10."""
+    output_dir, killed = copy_of(reference_run, tmp_path / "run"), str(tmp_path / "killed")
+    kill_points.kill_at(monkeypatch, gen_io_ops, "merge_v2_checkpoints", output_dir, killed)
+    with pytest.raises(kill_points.Killed):
+        train(reverse_data, output_dir, train_steps=10)
+    monkeypatch.undo()
+    assert os.path.isdir(os.path.join(killed, "ckpt-10_temp")) and tf.train.latest_checkpoint(killed).endswith("ckpt-8")
+    messages = []
+    train(reverse_data, killed, train_steps=10, log=messages.append)
+    removed = f"Removed ckpt-10_temp from {killed}: left unfinished by an interrupted checkpoint save."
+    assert removed in messages and f"Restored {os.path.join(killed, 'ckpt-8')} (step 8)." in messages
+    assert tf.train.latest_checkpoint(killed) == os.path.join(killed, "ckpt-10")
+    assert not glob.glob(os.path.join(killed, "*_temp"))
+
+
+def test_a_full_disk_stops_a_save_naming_the_file_and_a_rerun_resumes_from_the_last_complete_checkpoint(
+    reverse_data, reference_run, small_disk
+):
+    output_dir = copy_of(reference_run, small_disk / "run")
+    checkpoint_size = sum(os.path.getsize(path) for path in glob.glob(os.path.join(output_dir, "ckpt-8.*")))
+    filler = full_disk.fill(small_disk, leave=checkpoint_size // 2)
+    with pytest.raises(Exception) as error:
+        train(reverse_data, output_dir, train_steps=10)
+    message = tool_process.disk_full_message(error.value)
+    assert message is not None, error.value
+    assert message.startswith(f"the disk holding {output_dir}") and f"could not write {output_dir}/" in message
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-8")
+    assert not glob.glob(os.path.join(output_dir, "ckpt-10*")) and not glob.glob(os.path.join(output_dir, "*.tmp-*"))
+    os.remove(filler)  # space freed
+    messages = []
+    train(reverse_data, output_dir, train_steps=10, log=messages.append)
+    assert f"Restored {os.path.join(output_dir, 'ckpt-8')} (step 8)." in messages
+    assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "ckpt-10")
