@@ -3,6 +3,7 @@
 import json
 import os
 
+import full_disk
 import keras
 import kill_points
 import numpy as np
@@ -12,7 +13,7 @@ from absl import flags as absl_flags
 from test_checkpoints import small_model, write_checkpoints
 
 from t2t_lite import registry
-from t2t_lite.cli import t2t_avg_all
+from t2t_lite.cli import t2t_avg_all, tool_process
 from t2t_lite.run_dir import averaging, checkpoints, model_info
 
 
@@ -319,5 +320,22 @@ def test_an_average_stopped_by_ctrl_c_or_a_full_disk_removes_its_own_files(tmp_p
         run_avg_all(command)
     monkeypatch.undo()
     assert sorted(os.listdir(output_dir)) == ["hparams.json", "problem.json"]
+    run_avg_all(command)
+    assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "ckpt-2")
+
+
+def test_an_average_on_a_full_disk_stops_naming_the_file_and_reruns_once_space_is_freed(tmp_path, small_disk):
+    model_dir, output_dir = str(tmp_path / "train"), str(small_disk / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    command = [f"--model_dir={model_dir}", f"--output_dir={output_dir}", "--n=2", "--min_steps=0"]
+    # A tmpfs gives files whole pages: room for the lock, hparams.json and problem.json, none for the checkpoint.
+    filler = full_disk.fill(small_disk, leave=3 * os.sysconf("SC_PAGE_SIZE"))
+    with pytest.raises(tf.errors.ResourceExhaustedError) as error:
+        run_avg_all(command)
+    message = tool_process.disk_full_message(error.value)
+    assert message.startswith(f"the disk holding {output_dir} is full (")
+    assert f"could not write {output_dir}/ckpt-2.data-00000-of-00001. " in message
+    assert sorted(os.listdir(output_dir)) == ["hparams.json", "problem.json"]  # no part of ckpt-2 is left
+    os.remove(filler)
     run_avg_all(command)
     assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "ckpt-2")

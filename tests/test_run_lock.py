@@ -1,5 +1,6 @@
 """One writer per directory: a second run stops naming the first; a lock left by SIGKILL is taken over."""
 
+import errno
 import json
 import multiprocessing
 import os
@@ -10,6 +11,7 @@ import sys
 import time
 
 import forkserver
+import full_disk
 import pytest
 import tensorflow as tf
 
@@ -270,3 +272,13 @@ def test_a_remote_directory_is_locked_too_without_a_pid_check_across_hosts():
     with run_lock.directory_lock(directory, "t2t-trainer", log=messages.append):
         pass
     assert "no longer runs (killed?); taking it over" in messages[0]
+
+
+def test_a_lock_on_a_full_disk_is_an_error_naming_it_and_leaves_nothing(small_disk):
+    full_disk.fill(small_disk)
+    directory = str(small_disk)
+    with pytest.raises(OSError) as error:
+        with run_lock.directory_lock(directory, "t2t-trainer"):
+            pass
+    assert error.value.errno == errno.ENOSPC and error.value.filename == os.path.join(directory, "t2t.lock")
+    assert sorted(os.listdir(directory)) == ["filler"]

@@ -85,8 +85,13 @@ def _publish(path: str, mine: dict) -> bool:
     the lock is empty for the moment between its creation and its write.
     """
     staged = f"{path}.{os.getpid()}.new"
-    with open(staged, "w") as file:
-        file.write(json.dumps(mine) + "\n")
+    try:
+        with open(staged, "w") as file:
+            file.write(json.dumps(mine) + "\n")
+    except OSError as error:  # a full disk: nothing of the lock stays, and the error names the lock
+        if os.path.exists(staged):
+            os.remove(staged)
+        raise OSError(error.errno, error.strerror, path) from None
     try:
         os.link(staged, path)
         return True
