@@ -25,19 +25,24 @@ def kill_at(monkeypatch, owner, name: str, directory: str, snapshot: str, after_
         if len(calls) <= after_calls:
             return original(*args, **kwargs)
         shutil.copytree(directory, snapshot, symlinks=True)
-        _held_by_a_process_gone(snapshot)
+        _as_left_by_a_process_gone(snapshot)
         raise Killed
 
     monkeypatch.setattr(owner, name, struck)
 
 
-def _held_by_a_process_gone(snapshot: str) -> None:
-    """The copy's directory lock (t2t.lock), if any, names a process that has ended, as the killed writer has."""
+def _as_left_by_a_process_gone(snapshot: str) -> None:
+    """The copy names a process that has ended where it names this one, as the killed writer has: the holder of
+    its directory lock (t2t.lock), and the names ending in -<pid> (staging directories, temporary files)."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
     lock = os.path.join(snapshot, "t2t.lock")
     if os.path.exists(lock):
-        ended = subprocess.Popen(["true"])
-        ended.wait()
         with open(lock) as file:
             holder = json.load(file)
         with open(lock, "w") as file:
             json.dump(dict(holder, pid=ended.pid), file)
+    mine = f"-{os.getpid()}"
+    for name in os.listdir(snapshot):
+        if name.endswith(mine):
+            os.rename(os.path.join(snapshot, name), os.path.join(snapshot, name[: -len(mine)] + f"-{ended.pid}"))

@@ -15,13 +15,17 @@ import functools
 import json
 import os
 import shutil
+import types
 
+import full_disk
+import kill_points
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from t2t_lite import cpu_features, registry
 from t2t_lite.cli import flags as cli_flags
+from t2t_lite.cli import tool_process
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import alignment, batch_decoding, scoring, translation
 from t2t_lite.decode.decode_settings import DecodeHParams
@@ -509,3 +513,51 @@ def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained
         )
         assert alignment.pharaoh(links).numpy()[0].decode() == ours.alignments[0]
     assert any(ours.alignments[0] for ours in decoded)
+def test_a_killed_export_leaves_no_version_and_the_next_export_removes_its_staging_in_one_line(
+    data_dir, tmp_path, monkeypatch, capsys
+):
+    exported(tmp_path, data_dir, "")  # ckpt-1 in tmp_path/train
+    export_dir, killed = tmp_path / "export_killed", str(tmp_path / "killed")
+    export_dir.mkdir()
+    writes = types.SimpleNamespace(copyfile=shutil.copyfile, rmtree=shutil.rmtree)
+    monkeypatch.setattr(ctranslate2_export, "shutil", writes)
+    kill_points.kill_at(monkeypatch, writes, "copyfile", str(export_dir), killed)  # the model saved, not the rest
+    with pytest.raises(kill_points.Killed):
+        export_into(tmp_path, data_dir, str(export_dir))
+    monkeypatch.undo()
+    (staging,) = os.listdir(killed)
+    assert staging.startswith(".1.incomplete-")  # hidden, not a version: servers and tools never read it
+    capsys.readouterr()
+    version = export_into(tmp_path, data_dir, killed)
+    assert (
+        capsys.readouterr().err == f"Removed {staging} from {killed}: left unfinished by an interrupted t2t-exporter.\n"
+    )
+    assert os.listdir(killed) == ["1"] and ctranslate2.Translator(version, device="cpu")
+
+
+def test_an_export_on_a_full_disk_stops_naming_the_file_and_leaves_nothing(data_dir, tmp_path, small_disk):
+    exported(tmp_path, data_dir, "")
+    export_dir = str(small_disk / "export")
+    filler = full_disk.fill(small_disk, leave=16 * 1024)
+    with pytest.raises(Exception) as error:
+        export_into(tmp_path, data_dir, export_dir)
+    message = tool_process.disk_full_message(error.value)
+    assert message is not None, error.value
+    assert (
+        message.startswith(f"the disk holding {export_dir} is full") and f"could not write {export_dir}/1. " in message
+    )
+    assert os.listdir(export_dir) == []
+    os.remove(filler)
+    assert os.listdir(export_into(tmp_path, data_dir, export_dir))
+
+
+def export_into(tmp_path, data_dir, export_dir):
+    """The ckpt-1 that `exported` saved in tmp_path/train, exported again into export_dir."""
+    return ctranslate2_export.export_ctranslate2(
+        registry.problem("translate_files"),
+        registry.hparams("transformer_tiny").override(SMALL),
+        data_dir,
+        str(tmp_path / "train"),
+        export_dir,
+        decode_overrides=f"extra_length={EXTRA_LENGTH}",
+    )

@@ -7,7 +7,6 @@ with a line, by the next run that writes the same output. `decode_split` also
 writes the split's sources and references, so `t2t-bleu` scores the run.
 """
 
-import errno
 import os
 import sys
 
@@ -16,6 +15,7 @@ from t2t_lite.decode import input_notes
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.encoded_inputs import BadInputError
 from t2t_lite.decode.translation import translate
+from t2t_lite.run_dir import partial_writes
 
 
 def default_output_path(
@@ -35,15 +35,13 @@ def write_lines(path: str, lines) -> None:
         os.remove(temporary)
         print(f"Removed {temporary}: left unfinished by an interrupted t2t-decoder.", file=sys.stderr)
     try:
-        with open(temporary, "w", encoding="utf-8") as file:
+        with partial_writes.naming(path), open(temporary, "w", encoding="utf-8") as file:
             for line in lines:
                 file.write(line.replace("\n", " ") + "\n")
         os.replace(temporary, path)
-    except BaseException as error:
+    except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC and not error.filename:
-            raise OSError(error.errno, error.strerror, path) from None  # a failed write() names no file
         raise
 
 

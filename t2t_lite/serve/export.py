@@ -199,22 +199,24 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
     try:
         with tempfile.TemporaryDirectory() as config_dir:
             config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
-            with open(config_path, "w") as file:
+            with partial_writes.naming(config_path), open(config_path, "w") as file:
                 json.dump(config, file, indent=2, sort_keys=True)
             module.export_config = tf.saved_model.Asset(config_path)
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
-            tf.saved_model.save(
-                module,
-                staging,
-                signatures={
-                    TEXT_SIGNATURE: module.translate,
-                    IDS_SIGNATURE: module.translate_ids,
-                    SCORE_SIGNATURE: module.score,
-                    PREFIX_SIGNATURE: module.translate_prefix,
-                    SAMPLE_SIGNATURE: module.sample,
-                },
-            )
-        serving_warmup.write_warmup_requests(staging, requests)
+            with partial_writes.naming(final_dir):
+                tf.saved_model.save(
+                    module,
+                    staging,
+                    signatures={
+                        TEXT_SIGNATURE: module.translate,
+                        IDS_SIGNATURE: module.translate_ids,
+                        SCORE_SIGNATURE: module.score,
+                        PREFIX_SIGNATURE: module.translate_prefix,
+                        SAMPLE_SIGNATURE: module.sample,
+                    },
+                )
+        with partial_writes.naming(final_dir):
+            serving_warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
