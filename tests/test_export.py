@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 
+import full_disk
 import keras
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ import tensorflow_text  # noqa: F401  (the SentencePiece ops an export's graph r
 from absl import flags as absl_flags
 
 from t2t_lite import registry
-from t2t_lite.cli import t2t_exporter
+from t2t_lite.cli import t2t_exporter, tool_process
 from t2t_lite.data import vocabulary
 from t2t_lite.decode import batch_decoding, beam_search, decode_settings, model_loading, scoring, translation
 from t2t_lite.decode.search_settings import SearchSettings
@@ -785,3 +786,13 @@ def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_t
 def test_an_export_without_write_alignment_has_no_alignments_output(setup):
     loaded = tf.saved_model.load(setup["version_dir"])
     assert "alignments" not in loaded.signatures["serving_default"].structured_outputs
+def test_a_saved_model_export_on_a_full_disk_stops_naming_the_version_and_leaves_nothing(setup, small_disk):
+    export_dir = str(small_disk / "export")
+    full_disk.fill(small_disk, leave=64 * 1024)
+    with pytest.raises(Exception) as error:
+        export_again(setup, export_dir)
+    message = tool_process.disk_full_message(error.value)
+    assert message is not None, error.value
+    assert message.startswith(f"the disk holding {small_disk} is full")  # the exporter created --export_dir
+    assert f"could not write {export_dir}/{STEP}/" in message  # a file of the version, not of its staging
+    assert os.listdir(small_disk) == ["filler"]  # no staging directory, no version, no --export_dir

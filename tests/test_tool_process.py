@@ -30,6 +30,12 @@ def test_enospc_from_python_and_from_tensorflow_names_the_file_not_its_temporary
     )
     message = tool_process.disk_full_message(tensorflow)
     assert message.startswith(f"the disk holding {tmp_path} is full (") and f"could not write {written}. " in message
+    staged = tf.errors.ResourceExhaustedError(
+        None, None, f"{tmp_path}/export/.150.incomplete-29190/variables/variables.index; No space left on device"
+    )  # a SavedModel's staging directory: named as the version it becomes
+    assert f"could not write {tmp_path}/export/150/variables/variables.index. " in tool_process.disk_full_message(
+        staged
+    )
     wrapped = RuntimeError("saving failed")
     wrapped.__cause__ = python
     assert tool_process.disk_full_message(wrapped) == tool_process.disk_full_message(python)

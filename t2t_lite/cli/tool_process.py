@@ -278,6 +278,7 @@ _TENSORFLOW_TEMPORARY = (
     re.compile(r"\.tempstate\d+$"),
     re.compile(r"_temp/part-\d+-of-\d+(\.data-\d+-of-\d+|\.index)?$"),
 )
+_EXPORT_STAGING = re.compile(r"/\.(\d+)\.incomplete-\d+(?=/|$)")  # an export's `.<version>.incomplete-<pid>`
 
 
 def disk_full_message(error: BaseException):
@@ -296,10 +297,10 @@ def disk_full_message(error: BaseException):
 
 
 def _written(path: str) -> str:
-    """The file TensorFlow was writing, without the temporary part of its name."""
+    """The file TensorFlow was writing, without the temporary parts of its name (an export's: its version's)."""
     for temporary in _TENSORFLOW_TEMPORARY:
         path = temporary.sub("", path)
-    return path
+    return _EXPORT_STAGING.sub(r"/\1", path)
 
 
 def _full(path) -> str:
