@@ -7,13 +7,15 @@ import os
 import pathlib
 import shutil
 
+import full_disk
+import kill_points
 import pytest
 import sentencepiece
 import tensorflow as tf
 from absl.testing import flagsaver
 
 from t2t_lite import registry
-from t2t_lite.cli import flags
+from t2t_lite.cli import flags, tool_process
 from t2t_lite.cli import t2t_datagen as datagen_cli
 from t2t_lite.data import datagen
 from t2t_lite.problems.algorithmic import AlgorithmicReverse
@@ -344,3 +346,42 @@ def test_vocab_from_encodes_a_new_corpus_with_another_problems_vocabulary(genera
     assert open(copied, "rb").read() == open(vocab_file, "rb").read()
     with pytest.raises(ValueError, match="problem algorithmic_reverse has no vocabulary file"):
         datagen.generate(AlgorithmicReverse(), str(tmp_path / "alg"), tmp_dir, vocab_from=vocab_file)
+
+
+@pytest.mark.parametrize("killed_after_reads", [0, 3])  # the unshuffled file written; two shards in place
+def test_a_kill_while_a_split_is_written_is_cleaned_by_the_next_run_in_one_line(
+    tmp_path, monkeypatch, capsys, killed_after_reads
+):
+    monkeypatch.setattr(datagen, "PAIRS_PER_SHARD", 7)
+    pairs = [([index + 2, 1], [index + 3, 1]) for index in range(100)]
+    data_dir, killed = tmp_path / "data", str(tmp_path / "killed")
+    data_dir.mkdir()
+    kill_points.kill_at(monkeypatch, datagen, "_records", str(data_dir), killed, after_calls=killed_after_reads)
+    with pytest.raises(kill_points.Killed):
+        datagen.write_shuffled_shards(iter(pairs), str(data_dir), "toy", "train", 2, "toy train")
+    monkeypatch.undo()
+    monkeypatch.setattr(datagen, "PAIRS_PER_SHARD", 7)
+    left = sorted(name for name in os.listdir(killed) if ".incomplete" in name)
+    assert left and datagen.complete_shards(killed, "toy", "train") == []  # never taken for finished data
+    capsys.readouterr()
+    assert datagen.write_shuffled_shards(iter(pairs), killed, "toy", "train", 2, "toy train") == 100
+    removed = ", ".join(os.path.join(killed, name) for name in left)
+    assert capsys.readouterr().out.startswith(f"Removed {removed}: left unfinished by an interrupted t2t-datagen.\n")
+    names = sorted(os.listdir(killed))
+    assert names == [f"toy-train-{index:05d}-of-00015" for index in range(15)]
+    assert sorted(example for name in names for example in read_records(os.path.join(killed, name))) == sorted(pairs)
+
+
+def test_a_split_on_a_full_disk_stops_naming_the_file_and_leaves_none_of_it(small_disk, monkeypatch):
+    monkeypatch.setattr(datagen, "PAIRS_PER_SHARD", 7)
+    pairs = [([index + 200] * 500 + [1], [index + 201] * 500 + [1]) for index in range(100)]  # 200 kB of records
+    filler = full_disk.fill(small_disk, leave=64 * 1024)
+    with pytest.raises(tf.errors.ResourceExhaustedError) as error:
+        datagen.write_shuffled_shards(iter(pairs), str(small_disk), "toy", "train", 2, "toy train")
+    message = tool_process.disk_full_message(error.value)
+    assert (
+        message.startswith(f"the disk holding {small_disk} is full") and f"could not write {small_disk}/toy-" in message
+    )
+    assert os.listdir(small_disk) == ["filler"]
+    os.remove(filler)
+    assert datagen.write_shuffled_shards(iter(pairs), str(small_disk), "toy", "train", 2, "toy train") == 100

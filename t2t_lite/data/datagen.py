@@ -6,7 +6,9 @@ list features `inputs` and `targets`, each ending in EOS (id 1), and the shared
 vocabulary (§5.1) sits beside them as `<data_dir>/vocab.<problem>.model`.
 A split whose files exist is reused; each split is written to `.incomplete` files
 first and renamed at the end, so an interrupted run leaves nothing that a second run
-would mistake for finished data.
+would mistake for finished data. A write that fails (a full disk) or is interrupted
+removes the split's files; those a kill -9 left are removed, with a line, when the
+split is written again.
 
 Reuse is safe only while the raw files are those the data was made from: a record of
 them (`raw_fingerprint.<problem>.json`, see `t2t_lite.data.raw_fingerprint`) sits beside the
@@ -301,14 +303,20 @@ def _write_shuffled_shards(examples, data_dir, base_name, split, min_shards, des
         for writer in writers:
             writer.close()
     os.remove(unshuffled)
-    for partial, final in zip(partial_names, filenames):
-        records = list(_records(partial))
-        rng.shuffle(records)
-        with tf.io.TFRecordWriter(final + ".incomplete-shuffled") as writer:
-            for record in records:
-                writer.write(record)
-        os.replace(final + ".incomplete-shuffled", final)
-        os.remove(partial)
+    try:
+        for partial, final in zip(partial_names, filenames):
+            records = list(_records(partial))
+            rng.shuffle(records)
+            with tf.io.TFRecordWriter(final + ".incomplete-shuffled") as writer:
+                for record in records:
+                    writer.write(record)
+            os.replace(final + ".incomplete-shuffled", final)
+            os.remove(partial)
+    except BaseException:  # the shards already in place are of a split that is not: they go too
+        for final in filenames:
+            if os.path.exists(final):
+                os.remove(final)
+        raise
     return count
 
 
