@@ -42,6 +42,7 @@ import random
 
 from sentencepiece import sentencepiece_model_pb2
 
+from t2t_lite.data import whole_files
 from t2t_lite.data.vocabulary import EOS_ID, Vocabulary
 
 SAMPLING_SEED = 1234  # fixed, as datagen's shuffle: the same raw data gives the same files
@@ -200,9 +201,7 @@ def write_record(data_dir: str, base_name: str, dropout: float, copies: int) -> 
         if os.path.exists(path):  # left by shards removed by hand
             os.remove(path)
         return
-    with open(path + ".incomplete", "w", encoding="utf-8") as file:
-        json.dump(settings(dropout, copies), file, sort_keys=True)
-    os.replace(path + ".incomplete", path)
+    whole_files.write_whole(path, json.dumps(settings(dropout, copies), sort_keys=True))
 
 
 def _describe(recorded: dict) -> str:

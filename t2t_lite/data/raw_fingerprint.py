@@ -28,6 +28,8 @@ import hashlib
 import json
 import os
 
+from t2t_lite.data import whole_files
+
 _READ_BYTES = 1 << 20
 
 
@@ -149,7 +151,4 @@ def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reu
         )
     if record == old:  # nothing new: the file (and its mtime) stays as it was
         return
-    partial = path + ".incomplete"
-    with open(partial, "w", encoding="utf-8") as file:
-        json.dump(record, file, indent=1, sort_keys=True)
-    os.replace(partial, path)
+    whole_files.write_whole(path, json.dumps(record, indent=1, sort_keys=True))

@@ -33,6 +33,8 @@ import numpy as np
 import sentencepiece
 import tensorflow as tf
 
+from t2t_lite.data import whole_files
+
 if TYPE_CHECKING:
     import tensorflow_text
 
@@ -94,10 +96,7 @@ def train_vocabulary(
             f"for more (the problem's approx_vocab_size)."
         ) from None
     os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
-    partial = model_path + ".incomplete"
-    with open(partial, "wb") as file:
-        file.write(model.getvalue())
-    os.replace(partial, model_path)  # a crash never leaves a truncated vocabulary behind
+    whole_files.write_whole(model_path, model.getvalue())  # a crash never leaves a truncated vocabulary behind
     return Vocabulary(model_path)
 
 

@@ -10,12 +10,11 @@ writes the split's sources and references, so `t2t-bleu` scores the run.
 import os
 import sys
 
-from t2t_lite.data import datagen
+from t2t_lite.data import datagen, whole_files
 from t2t_lite.decode import input_notes
 from t2t_lite.decode.decode_settings import DecodeHParams
 from t2t_lite.decode.encoded_inputs import BadInputError
 from t2t_lite.decode.translation import translate
-from t2t_lite.run_dir import partial_writes
 
 
 def default_output_path(
@@ -35,7 +34,7 @@ def write_lines(path: str, lines) -> None:
         os.remove(temporary)
         print(f"Removed {temporary}: left unfinished by an interrupted t2t-decoder.", file=sys.stderr)
     try:
-        with partial_writes.naming(path), open(temporary, "w", encoding="utf-8") as file:
+        with whole_files.naming(path), open(temporary, "w", encoding="utf-8") as file:
             for line in lines:
                 file.write(line.replace("\n", " ") + "\n")
         os.replace(temporary, path)

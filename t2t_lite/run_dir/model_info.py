@@ -44,9 +44,14 @@ def write_model_info(
 def atomic_write(path: str, text: str) -> None:
     # tf.io.gfile, so a model directory may be gs://... as the checkpoints' own files may.
     temporary = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(temporary, "w") as file:
-        file.write(text + "\n")
-    tf.io.gfile.rename(temporary, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(temporary, "w") as file:
+            file.write(text + "\n")
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+    except BaseException:  # a full disk: the old file stays, and no half of the new one
+        if tf.io.gfile.exists(temporary):
+            tf.io.gfile.remove(temporary)
+        raise
 
 
 # -- Reading, for the decoder, the exporter and t2t-avg-all ------------------------------

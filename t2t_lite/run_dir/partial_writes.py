@@ -17,10 +17,9 @@ start of the tool that writes there (which holds the directory's lock), in one l
   .<step>.incomplete-<pid>/   an export's staging directory (`t2t_lite.serve`), once <pid> is gone
 
 A writer that fails (a full disk) removes its own partial files the same way (`remove_checkpoint`),
-and its error names what it was writing (`naming`): Python's failed write() names no file.
+and its error names what it was writing (`t2t_lite.data.whole_files.naming`).
 """
 
-import contextlib
 import os
 import re
 
@@ -32,17 +31,6 @@ _CHECKPOINT_FILE = re.compile(rf"^{checkpoints.CHECKPOINT_NAME}-(\d+)(\.index|\.
 _CHECKPOINT_STAGING = re.compile(rf"^{checkpoints.CHECKPOINT_NAME}-\d+_temp$")
 _TEMPORARY_FILE = re.compile(r"^.+\.tmp-(\d+)$")
 _EXPORT_STAGING = re.compile(r"^\.\d+\.incomplete-(\d+)$")
-
-
-@contextlib.contextmanager
-def naming(path: str):
-    """Gives an OSError raised inside (a write() that hit a full disk names no file) the name `path`."""
-    try:
-        yield
-    except OSError as error:
-        if error.filename is None and error.errno is not None:
-            raise OSError(error.errno, error.strerror, path) from None
-        raise
 
 
 def clean_checkpoint_dir(directory: str, writer: str, log=print, own_unlisted: bool = False) -> list:

@@ -68,11 +68,12 @@ import numpy as np
 import sentencepiece
 
 from t2t_lite import registry
+from t2t_lite.data import whole_files
 from t2t_lite.data.vocabulary import EOS_ID, PAD_ID, UNK_ID
 from t2t_lite.hparam import HParams
 from t2t_lite.model.positional import sinusoid_table
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS, Transformer
-from t2t_lite.run_dir import checkpoints, partial_writes
+from t2t_lite.run_dir import checkpoints
 from t2t_lite.serve import ctranslate2_bfloat16
 from t2t_lite.serve.export import (
     EXPORT_CONFIG_FILE,
@@ -364,7 +365,7 @@ def write_model(spec, quantization: str, vocabulary_path: str, config: dict, fin
         if quantization == "bfloat16":
             ctranslate2_bfloat16.with_bfloat16_weights(spec)
         spec.optimize(quantization=quantization or None)
-        with partial_writes.naming(final_dir):
+        with whole_files.naming(final_dir):
             spec.save(staging)
             shutil.copyfile(vocabulary_path, os.path.join(staging, SENTENCEPIECE_FILE))
             with open(os.path.join(staging, EXPORT_CONFIG_FILE), "w") as file:

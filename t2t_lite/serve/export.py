@@ -48,6 +48,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.data import whole_files
 from t2t_lite.data.vocabulary import EOS_ID
 from t2t_lite.decode import quantization, search_settings
 from t2t_lite.hparam import flat_values
@@ -199,11 +200,11 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
     try:
         with tempfile.TemporaryDirectory() as config_dir:
             config_path = os.path.join(config_dir, EXPORT_CONFIG_FILE)
-            with partial_writes.naming(config_path), open(config_path, "w") as file:
+            with whole_files.naming(config_path), open(config_path, "w") as file:
                 json.dump(config, file, indent=2, sort_keys=True)
             module.export_config = tf.saved_model.Asset(config_path)
             module.vocabulary_file = tf.saved_model.Asset(vocabulary_path)
-            with partial_writes.naming(final_dir):
+            with whole_files.naming(final_dir):
                 tf.saved_model.save(
                     module,
                     staging,
@@ -215,7 +216,7 @@ def write_saved_model(module: tf.Module, config: dict, vocabulary_path: str, req
                         SAMPLE_SIGNATURE: module.sample,
                     },
                 )
-        with partial_writes.naming(final_dir):
+        with whole_files.naming(final_dir):
             serving_warmup.write_warmup_requests(staging, requests)
         os.rename(staging, final_dir)
     finally:
