@@ -2,6 +2,9 @@
 
 import json
 import os
+import shutil
+import signal
+import sys
 
 import full_disk
 import keras
@@ -339,3 +342,22 @@ def test_an_average_on_a_full_disk_stops_naming_the_file_and_reruns_once_space_i
     os.remove(filler)
     run_avg_all(command)
     assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "ckpt-2")
+
+
+def test_t2t_avg_all_on_a_full_disk_prints_one_line_and_exits_1(tmp_path, small_disk, monkeypatch, capsys):
+    """The tool as its entry point runs it (`tool_process.run_tool`): the line, no traceback, exit status 1."""
+    model_dir, output_dir = str(tmp_path / "train"), str(small_disk / "avg")
+    write_checkpoints(model_dir, steps=[1, 2], keep=5)
+    full_disk.fill(small_disk, leave=3 * os.sysconf("SC_PAGE_SIZE"))
+    absl_flags.FLAGS.unparse_flags()
+    monkeypatch.setattr(sys, "argv", ["t2t-avg-all", f"--model_dir={model_dir}", f"--output_dir={output_dir}"])
+    monkeypatch.setattr(signal, "signal", lambda number, handler: None)  # the test process keeps its own handlers
+    with pytest.raises(SystemExit) as exit_info:
+        tool_process.run_tool(t2t_avg_all.main)
+    assert exit_info.value.code == 1
+    printed = capsys.readouterr().err.splitlines()
+    assert printed == [
+        f"t2t-avg-all: the disk holding {output_dir} is full ({shutil.disk_usage(small_disk).free:,} bytes free): "
+        f"could not write {output_dir}/ckpt-2.data-00000-of-00001. Free space there (or write elsewhere) and rerun "
+        f"the same command; what this run left unfinished has been removed."
+    ]
