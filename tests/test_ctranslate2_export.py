@@ -513,15 +513,19 @@ def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained
         )
         assert alignment.pharaoh(links).numpy()[0].decode() == ours.alignments[0]
     assert any(ours.alignments[0] for ours in decoded)
+@pytest.mark.parametrize("killed_in", ["copyfile", "dump"])  # model.bin saved; the vocabulary copied too
 def test_a_killed_export_leaves_no_version_and_the_next_export_removes_its_staging_in_one_line(
-    data_dir, tmp_path, monkeypatch, capsys
+    data_dir, tmp_path, monkeypatch, capsys, killed_in
 ):
     exported(tmp_path, data_dir, "")  # ckpt-1 in tmp_path/train
     export_dir, killed = tmp_path / "export_killed", str(tmp_path / "killed")
     export_dir.mkdir()
-    writes = types.SimpleNamespace(copyfile=shutil.copyfile, rmtree=shutil.rmtree)
-    monkeypatch.setattr(ctranslate2_export, "shutil", writes)
-    kill_points.kill_at(monkeypatch, writes, "copyfile", str(export_dir), killed)  # the model saved, not the rest
+    copies = types.SimpleNamespace(copyfile=shutil.copyfile, rmtree=shutil.rmtree)
+    records = types.SimpleNamespace(dump=json.dump, dumps=json.dumps, loads=json.loads)
+    monkeypatch.setattr(ctranslate2_export, "shutil", copies)
+    monkeypatch.setattr(ctranslate2_export, "json", records)
+    owner = copies if killed_in == "copyfile" else records
+    kill_points.kill_at(monkeypatch, owner, killed_in, str(export_dir), killed)
     with pytest.raises(kill_points.Killed):
         export_into(tmp_path, data_dir, str(export_dir))
     monkeypatch.undo()
