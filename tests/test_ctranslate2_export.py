@@ -513,6 +513,8 @@ def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained
         )
         assert alignment.pharaoh(links).numpy()[0].decode() == ours.alignments[0]
     assert any(ours.alignments[0] for ours in decoded)
+
+
 @pytest.mark.parametrize("killed_in", ["copyfile", "dump"])  # model.bin saved; the vocabulary copied too
 def test_a_killed_export_leaves_no_version_and_the_next_export_removes_its_staging_in_one_line(
     data_dir, tmp_path, monkeypatch, capsys, killed_in

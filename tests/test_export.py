@@ -786,6 +786,8 @@ def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_t
 def test_an_export_without_write_alignment_has_no_alignments_output(setup):
     loaded = tf.saved_model.load(setup["version_dir"])
     assert "alignments" not in loaded.signatures["serving_default"].structured_outputs
+
+
 def test_a_saved_model_export_on_a_full_disk_stops_naming_the_version_and_leaves_nothing(setup, small_disk):
     export_dir = str(small_disk / "export")
     full_disk.fill(small_disk, leave=64 * 1024)
