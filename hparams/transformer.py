@@ -252,6 +252,47 @@ def transformer_multi30k_small_relative() -> HParams:
     return relative(transformer_multi30k_small())
 
 
+@register_hparams
+def transformer_table3_base() -> HParams:
+    """Table 3's base row in miniature: `bench/table3.sh` trains it and each of the paper's rows scaled alike.
+
+    Not a paper setting. Values not listed are transformer_base's (Table 3 "base"). The rows, as
+    overrides of this set and of transformer_base side by side, and the paper's figures for each:
+    bench/table3_rows.py; the recipe and the command: docs/results.md, Table 3 in miniature.
+
+    The scale: every width at 1/2 and the depth at 1/2; head counts, dropout, label smoothing and
+    the positions as the paper's, so that each row changes what the paper's row changes.
+
+    * hidden_size 256, filter_size 1024: Table 3 base's 512 and 2048 × 1/2.
+    * num_heads 8 (d_k = d_v = 32): base's h, so d_k = 64 × 1/2 follows from d_model.
+    * num_hidden_layers 3: base's N = 6 × 1/2.
+    * batch_size 2048, tokens_per_step 0, max_length 128: transformer_multi30k's batching for
+      Multi30k's short captions, one micro-batch an update.
+    * learning_rate_warmup_steps 400, learning_rate 0.7071 (eq. 3 peaks at 2.2e-3, the Multi30k
+      recipe's 2.3e-3): a warm-up a third of the run's 1,200 updates instead of base's 4,000.
+    * learning_rate_decay_steps 400: tensor2tensor's linear decay over the run's last 400 updates, so
+      every row ends cooled down and its last checkpoint, decoded without averaging, is comparable.
+    * activation_dtype float32, xla_compile: transformer_multi30k_small's, the same model on every host.
+
+    1,200 updates: the Multi30k recipe's d_model 192 model makes an update in about 0.4 s on a 2-core
+    CPU; this one's layers cost (256/192)^2 ≈ 1.8 times as much, so a row trains in about 15 minutes.
+    """
+    return transformer_base().replace(
+        hidden_size=256,
+        filter_size=1024,
+        num_heads=8,
+        num_hidden_layers=3,
+        batch_size=2048,
+        tokens_per_step=0,
+        max_length=128,
+        learning_rate=0.7071,
+        learning_rate_warmup_steps=400,
+        learning_rate_decay_steps=400,
+        activation_dtype="float32",
+        xla_compile=True,
+    )
+
+
 def _retired(note: str):
     """Marks a set the tools warn of when it is named (`registry.retired_note`), with what to use instead."""
 

@@ -177,6 +177,25 @@ def test_transformer_multi30k_small():
     assert hp.activation_dtype == "float32"
 
 
+def test_transformer_table3_base_is_table_3_base_at_half_width_and_depth():
+    changes = {
+        "hidden_size": 256,  # Table 3 base's 512 / 2
+        "filter_size": 1024,  # 2048 / 2
+        "num_hidden_layers": 3,  # N = 6 / 2
+        "batch_size": 2048,
+        "tokens_per_step": 0,
+        "max_length": 128,
+        "learning_rate": 0.7071,
+        "learning_rate_warmup_steps": 400,
+        "learning_rate_decay_steps": 400,
+        "activation_dtype": "float32",
+        "xla_compile": True,
+    }
+    assert registry.hparams("transformer_table3_base").values() == {**BASE, **changes}
+    hp = registry.hparams("transformer_table3_base")
+    assert (hp.num_heads, hp.key_channels // hp.num_heads, hp.value_channels // hp.num_heads) == (8, 32, 32)
+
+
 def test_the_time_bound_multi30k_sets_are_retired_with_a_warning_that_names_the_recipe(capsys):
     assert registry.hparams("transformer_multi30k_hour_float32").values() == MULTI30K_SMALL
     assert "former name of transformer_multi30k_small" in registry.retired_note("transformer_multi30k_hour_float32")
@@ -208,6 +227,7 @@ def test_transformer_multi30k_hour_slow_cpu():
         ("transformer_multi30k_hour", 1.4e-3),
         ("transformer_multi30k_hour_slow_cpu", 1.4e-3),
         ("transformer_multi30k_small", 2.3e-3),
+        ("transformer_table3_base", 2.2e-3),
     ],
 )
 def test_multi30k_peak_learning_rates_are_the_ones_their_docstrings_state(name, peak):
