@@ -213,7 +213,7 @@ def plot(found: dict, path: str) -> None:
         axis.bar([p + 0.2 for p in positions], paper, width=0.4, label="paper (newstest2013)")
         if base[metric + "_spread"] is not None:
             noise = base[metric + "_spread"]
-            axis.axhspan(-noise, noise, color="grey", alpha=0.2, label="base's seed spread")
+            axis.axhspan(-noise, noise, color="grey", alpha=0.2, zorder=0, label="base's seed spread")
         axis.axhline(0, color="black", linewidth=0.8)
         axis.set_ylabel(label)
         axis.grid(axis="y", alpha=0.3)
