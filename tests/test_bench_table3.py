@@ -239,3 +239,14 @@ def test_a_run_directory_without_its_last_evaluation_is_named(tmp_path):
     (tmp_path / "train.log").write_text("Model transformer: 1,000 parameters; 1 replica(s)\nEval at step 2: loss 1.0\n")
     with pytest.raises(table3.MissingMeasure, match=r"train\.log has no dev evaluation at step 3: .* resume"):
         table3.read_result(str(tmp_path), 3)
+
+
+def test_the_rows_in_docs_results_are_the_modules():
+    path = os.path.join(os.path.dirname(BENCH), "docs", "results.md")
+    with open(path, encoding="utf-8") as file:
+        section = file.read().split("## Table 3 in miniature\n")[1].split("\n## ")[0]
+    for row in table3_rows.ROWS:
+        (line,) = [line for line in section.splitlines() if line.startswith(f"| {row.name} |")]
+        for overrides in (row.paper_overrides, row.miniature_overrides):
+            assert (f"`{overrides}`" if overrides else "| — |") in line, row.name
+        assert f"| {row.paper_ppl:.2f} | {row.paper_bleu:.1f} |" in line, row.name
