@@ -13,7 +13,9 @@
 # translates val with the last checkpoint (beam 4, α 0.6, no averaging: the paper's Table 3 protocol),
 # t2t-bleu scores it (sacreBLEU and the paper's tokenized BLEU), and bench/table3.py writes
 # result.json, last and atomically. A row with its result.json is not retrained; one interrupted
-# before it resumes from its checkpoints (the trainer's) and redoes the decode and the scores.
+# before it resumes from its checkpoints (the trainer's) and redoes the decode and the scores. A run
+# directory records its recipe (recipe.txt) and WORK/data its corpus: another recipe or corpus in the
+# same WORK is refused, so a smoke run is never resumed or counted as a row of the table.
 #
 # Knobs (environment): CORPUS (the raw Multi30k files train.en, train.de, val.en, val.de), WORK
 # (./table3-run), ROWS ("all", or row names of Table 3: base A1..A4 B1 B2 C1..C7 D1..D4 E big),
@@ -66,6 +68,10 @@ started=$(date +%s)
 echo "== Table 3 in miniature: $HPARAMS_SET${HPARAMS:+ (+ $HPARAMS)}, rows $(cut -f1 <<<"$plan" | tr '\n' ' ')seeds $SEEDS, $TRAIN_STEPS updates (× the row's factor)"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 
+if [ -f "$WORK/data/datagen.done" ] && [ "$(cat "$WORK/data/datagen.done")" != "$CORPUS" ]; then
+  echo "table3.sh: $WORK/data holds the shards of $(cat "$WORK/data/datagen.done"), not CORPUS=$CORPUS; name another WORK" >&2
+  exit 2
+fi
 if [ ! -f "$WORK/data/datagen.done" ]; then  # written after the shards: a datagen cut short is redone whole
   rm -rf "$WORK/data" "$WORK/tmp"
   mkdir -p "$WORK/tmp"
@@ -76,17 +82,25 @@ if [ ! -f "$WORK/data/datagen.done" ]; then  # written after the shards: a datag
   echo "== datagen: $(($(date +%s) - started)) s"
 fi
 
-while IFS=$'\t' read -r row overrides factor; do
+# The plan on descriptor 3, so that no tool in the loop can read the rows after its own from standard input.
+while IFS=$'\t' read -r -u 3 row overrides factor; do
   [ "$overrides" != - ] || overrides=""
   overrides=$overrides${overrides:+${HPARAMS:+,}}$HPARAMS
   steps=$((TRAIN_STEPS * factor))
   for seed in $SEEDS; do
     run="$WORK/$row/seed$seed"
+    recipe="$HPARAMS_SET ${overrides:-(no overrides)}, $steps updates, seed $seed"
+    # A directory of another recipe (a smoke run's TRAIN_STEPS or HPARAMS) is neither resumed nor counted as done.
+    if [ -f "$run/recipe.txt" ] && [ "$(cat "$run/recipe.txt")" != "$recipe" ]; then
+      echo "table3.sh: $run holds a run of $(cat "$run/recipe.txt"), not $recipe; name another WORK (or set TRAIN_STEPS and HPARAMS as that run did)" >&2
+      exit 2
+    fi
     if [ -f "$run/result.json" ]; then
       echo "== $row seed $seed: finished ($run/result.json), not retrained"
       continue
     fi
     mkdir -p "$run"
+    echo "$recipe" > "$run/recipe.txt"
     echo "== $row seed $seed: ${overrides:-no overrides}, $steps updates, in $run"
     row_started=$(date +%s)
     "$BIN/t2t-trainer" --problem=translate_files --hparams_set="$HPARAMS_SET" --hparams="$overrides" \
@@ -101,5 +115,5 @@ while IFS=$'\t' read -r row overrides factor; do
       --hparams_set="$HPARAMS_SET" --hparams="$overrides" --decode_hparams="$PROTOCOL,$DECODE_HPARAMS" "$run"
     echo "== $row seed $seed: $(($(date +%s) - row_started)) s (total $(($(date +%s) - started)) s)"
   done
-done <<<"$plan"
+done 3<<<"$plan"
 echo "== done: $(($(date +%s) - started)) s; the table: $BIN/python $HERE/table3.py table $WORK"

@@ -140,6 +140,19 @@ def test_a_rerun_does_not_retrain_a_finished_row(two_rows, tmp_path):
     assert {row: (work / row / "seed1" / "train.log").read_text() for row in logs} == logs
 
 
+def test_a_run_directory_of_another_recipe_is_refused(two_rows, tmp_path):
+    """A smoke run's WORK rerun with the recipe's updates: neither resumed nor taken for finished."""
+    path, returncode, _, stderr = two_rows
+    assert returncode == 0, stderr[-3000:]
+    work = tmp_path / "work"
+    shutil.copytree(path / "work", work, symlinks=True)
+    result = run(path / "corpus", work, ROWS="base", **{**SMOKE, "TRAIN_STEPS": "4"})
+    assert result.returncode == 2
+    assert f"table3.sh: {work}/base/seed1 holds a run of transformer_table3_base hidden_size=32," in result.stderr
+    assert "3 updates, seed 1, not transformer_table3_base" in result.stderr and "4 updates" in result.stderr
+    assert not (work / "base" / "seed1" / "train" / "ckpt-4.index").exists()
+
+
 @pytest.mark.parametrize(
     "knobs, message",
     [
