@@ -153,6 +153,42 @@ def test_a_run_directory_of_another_recipe_is_refused(two_rows, tmp_path):
     assert not (work / "base" / "seed1" / "train" / "ckpt-4.index").exists()
 
 
+STAND_INS = {
+    # Each reads its standard input to the end, as a tool that read it would: the rows still all run.
+    "t2t-datagen": 'for a in "$@"; do case $a in --data_dir=*) mkdir -p "${a#*=}";; esac; done',
+    "t2t-trainer": 'cat >/dev/null; for a in "$@"; do case $a in --train_steps=*) s=${a#*=};; esac; done\n'
+    'echo "Model transformer: 1,000 parameters; 1 replica(s)"; echo "Eval at step $s: loss 1.0, perplexity 2.5"',
+    "t2t-decoder": 'cat >/dev/null; for a in "$@"; do case $a in --decode_to_file=*) echo x > "${a#*=}";; esac; done',
+    "t2t-bleu": 'echo "sacreBLEU = 12.50  (nrefs:1|sig)"\n'
+    'echo "BLEU tokenized as in the paper (t2t) = 13.00  (uncased 13.5)"',
+}
+
+
+def test_every_row_and_seed_runs_with_the_rows_updates_factor_though_a_tool_reads_standard_input(tmp_path):
+    """The script's plan with stand-in tools (no training): big trains 3 × TRAIN_STEPS, each seed its directory."""
+    bin_directory = tmp_path / "bin"
+    bin_directory.mkdir()
+    for name, body in STAND_INS.items():
+        (bin_directory / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_directory / name).chmod(0o755)
+    (bin_directory / "python").symlink_to(sys.executable)
+    corpus = write_corpus(tmp_path / "corpus")
+    environment = {**os.environ, "CORPUS": str(corpus), "WORK": str(tmp_path / "work"), "BIN": str(bin_directory)}
+    environment.update(ROWS="base big", SEEDS="1 2", TRAIN_STEPS="5")
+    result = subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for row, steps in (("base", 5), ("big", 15)):
+        for seed in (1, 2):
+            record = json.loads((tmp_path / "work" / row / f"seed{seed}" / "result.json").read_text())
+            assert (record["row"], record["seed"], record["train_steps"]) == (row, seed, steps)
+            assert (record["params"], record["dev_ppl"], record["sacrebleu"], record["tokenized_bleu"]) == (
+                1000,
+                2.5,
+                12.5,
+                13.0,
+            )
+
+
 @pytest.mark.parametrize(
     "knobs, message",
     [
