@@ -24,30 +24,30 @@ def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(
         TRAIN_STEPS="4",
         SAVE_STEPS="2",
         LOCAL_EVAL_FREQUENCY="2",
-        BEAMS="3 1",
+        BEAMS="2",
         DECODE_HPARAMS="batch_size=4,extra_length=4",
     )
     result = run(tmp_path / "raw" / "wsj", tmp_path / "run", **knobs)
     assert result.returncode == 0, result.stderr[-3000:]
     phases = re.findall(r"^== ([\w ,]+): (\d+) s \(total (\d+) s\)$", result.stdout, re.MULTILINE)
-    names = ["datagen", "training", "test, beam 3", "test, beam 1", "dev, beam 3", "baselines"]
+    names = ["datagen", "training", "test, beam 2", "dev, beam 2", "baselines"]
     assert [name for name, _, _ in phases] == names
     totals = [int(total) for _, _, total in phases]
     assert totals == sorted(totals) and totals[-1] == sum(int(seconds) for _, seconds, _ in phases)
     work = tmp_path / "run"
     assert (work / "train" / "ckpt-4.index").exists()
-    for name in ("test.beam3", "test.beam1", "dev.beam3", "test.right_branching", "test.frequent_shape"):
-        gold = (work / "test.beam3.targets" if name.startswith("test") else work / f"{name}.targets").read_text()
+    for name in ("test.beam2", "dev.beam2", "test.right_branching", "test.frequent_shape"):
+        gold = (work / "test.beam2.targets" if name.startswith("test") else work / f"{name}.targets").read_text()
         decodes = (work / f"{name}.decodes").read_text().splitlines()
         assert len(decodes) == len(gold.splitlines()) == 2  # one parse per sentence of the split, none dropped
         report = (work / f"{name}.f1").read_text()
         assert re.search(r"Bracketing precision = [\d.]+ +recall = [\d.]+ +F1 = [\d.]+", report)
-    assert re.search(r"^== test, beam 3: 2 sentences in \d+ s", result.stdout, re.MULTILINE)
+    assert re.search(r"^== test, beam 2: 2 sentences in \d+ s", result.stdout, re.MULTILINE)
 
-    first_test = (work / "test.beam3.decodes").read_text()
+    first_test = (work / "test.beam2.decodes").read_text()
     again = run(tmp_path / "raw" / "wsj", work, **knobs)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert (work / "test.beam3.decodes").read_text() == first_test  # kept, not decoded again
+    assert (work / "test.beam2.decodes").read_text() == first_test  # kept, not decoded again
     assert "ckpt-4" in again.stdout  # the trainer found the run finished
 
 

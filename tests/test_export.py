@@ -341,7 +341,8 @@ def test_layout_assets_and_variables(setup):
         config = json.load(file)
     assert config["problem"] == "translate_files" and config["step"] == STEP
     sampling = {"sampling_method": "argmax", "sampling_temp": 1.0, "sampling_keep_top_k": -1, "sampling_seed": 1}
-    assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": "", **sampling}
+    alignment = {"write_alignment": False, "alignment_layer": -1, "alignment_heads": 0}  # off, as exported
+    assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": "", **sampling, **alignment}
     assert config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
     loaded = tf.saved_model.load(version_dir)
