@@ -91,7 +91,7 @@ phase "dev, beam $first_beam"
 
 test_base="$WORK/test.beam$first_beam"
 for baseline in right_branching frequent_shape; do
-  [ -s "$WORK/test.$baseline.decodes" ] || "$BIN/python" "$HERE/parse_baselines.py" --baseline="$baseline" \
+  [ -s "$WORK/test.$baseline.decodes" ] || TF_CPP_MIN_LOG_LEVEL=3 "$BIN/python" "$HERE/parse_baselines.py" --baseline="$baseline" \
     --inputs="$test_base.inputs" --output="$WORK/test.$baseline.decodes" \
     --data_dir="$WORK/data" --problem="$PROBLEM"
   "$BIN/t2t-parse-eval" --decoded_trees="$WORK/test.$baseline.decodes" --gold_trees="$test_base.targets" \
