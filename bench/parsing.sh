@@ -94,7 +94,8 @@ for baseline in right_branching frequent_shape; do
   [ -s "$WORK/test.$baseline.decodes" ] || TF_CPP_MIN_LOG_LEVEL=3 "$BIN/python" "$HERE/parse_baselines.py" --baseline="$baseline" \
     --inputs="$test_base.inputs" --output="$WORK/test.$baseline.decodes" \
     --data_dir="$WORK/data" --problem="$PROBLEM"
-  "$BIN/t2t-parse-eval" --decoded_trees="$WORK/test.$baseline.decodes" --gold_trees="$test_base.targets" \
-    | tee "$WORK/test.$baseline.f1"
+  [ -s "$WORK/test.$baseline.f1" ] || "$BIN/t2t-parse-eval" --decoded_trees="$WORK/test.$baseline.decodes" \
+    --gold_trees="$test_base.targets" >"$WORK/test.$baseline.f1"
+  echo "== test, $baseline:"; cat "$WORK/test.$baseline.f1"
 done
 phase baselines

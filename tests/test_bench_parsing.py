@@ -1,10 +1,13 @@
 """bench/parsing.sh: treebank files to bracket F1 in one command, each phase timed; a rerun resumes."""
 
+import json
 import os
 import re
+import shutil
 import subprocess
 
 import forkserver
+import pytest
 from test_problems_parsing import write_treebank
 
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "parsing.sh")
@@ -17,24 +20,38 @@ def run(corpus, work, **knobs):
     return subprocess.run(["bash", SCRIPT], env=environment, capture_output=True, text=True, timeout=600)
 
 
-def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(tmp_path):
-    write_treebank(str(tmp_path / "raw"), [f"{n:02d}" for n in range(25)])
-    knobs = dict(
-        HPARAMS=TINY,
-        TRAIN_STEPS="4",
-        SAVE_STEPS="2",
-        LOCAL_EVAL_FREQUENCY="2",
-        BEAMS="2",
-        DECODE_HPARAMS="batch_size=4,extra_length=4",
-    )
-    result = run(tmp_path / "raw" / "wsj", tmp_path / "run", **knobs)
-    assert result.returncode == 0, result.stderr[-3000:]
-    phases = re.findall(r"^== ([\w ,]+): (\d+) s \(total (\d+) s\)$", result.stdout, re.MULTILINE)
+KNOBS = dict(
+    HPARAMS=TINY,
+    TRAIN_STEPS="4",
+    SAVE_STEPS="4",
+    LOCAL_EVAL_FREQUENCY="4",
+    BEAMS="2",
+    DECODE_HPARAMS="batch_size=4,extra_length=4",
+)
+
+
+@pytest.fixture(scope="module")
+def parsed(built_once):
+    """One run of the script on a tiny treebank: (its directory, exit code, stdout, stderr)."""
+
+    def build(path):
+        write_treebank(str(path / "raw"), [f"{n:02d}" for n in range(25)])
+        result = run(path / "raw" / "wsj", path / "run", **KNOBS)
+        (path / "result.json").write_text(json.dumps([result.returncode, result.stdout, result.stderr]))
+
+    path = built_once("parsing_script_run", build)
+    return (path, *json.loads((path / "result.json").read_text()))
+
+
+def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(parsed):
+    path, returncode, stdout, stderr = parsed
+    assert returncode == 0, stderr[-3000:]
+    phases = re.findall(r"^== ([\w ,]+): (\d+) s \(total (\d+) s\)$", stdout, re.MULTILINE)
     names = ["datagen", "training", "test, beam 2", "dev, beam 2", "baselines"]
     assert [name for name, _, _ in phases] == names
     totals = [int(total) for _, _, total in phases]
     assert totals == sorted(totals) and totals[-1] == sum(int(seconds) for _, seconds, _ in phases)
-    work = tmp_path / "run"
+    work = path / "run"
     assert (work / "train" / "ckpt-4.index").exists()
     for name in ("test.beam2", "dev.beam2", "test.right_branching", "test.frequent_shape"):
         gold = (work / "test.beam2.targets" if name.startswith("test") else work / f"{name}.targets").read_text()
@@ -42,10 +59,16 @@ def test_one_command_trains_parses_and_scores_test_and_dev_beside_two_baselines(
         assert len(decodes) == len(gold.splitlines()) == 2  # one parse per sentence of the split, none dropped
         report = (work / f"{name}.f1").read_text()
         assert re.search(r"Bracketing precision = [\d.]+ +recall = [\d.]+ +F1 = [\d.]+", report)
-    assert re.search(r"^== test, beam 2: 2 sentences in \d+ s", result.stdout, re.MULTILINE)
+    assert re.search(r"^== test, beam 2: 2 sentences in \d+ s", stdout, re.MULTILINE)
 
+
+def test_a_rerun_keeps_what_the_run_wrote(parsed, tmp_path):
+    path, returncode, _, stderr = parsed
+    assert returncode == 0, stderr[-3000:]
+    work = tmp_path / "run"
+    shutil.copytree(path / "run", work, symlinks=True)
     first_test = (work / "test.beam2.decodes").read_text()
-    again = run(tmp_path / "raw" / "wsj", work, **knobs)
+    again = run(path / "raw" / "wsj", work, **KNOBS)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (work / "test.beam2.decodes").read_text() == first_test  # kept, not decoded again
     assert "ckpt-4" in again.stdout  # the trainer found the run finished

@@ -789,7 +789,7 @@ def test_an_export_without_write_alignment_has_no_alignments_output(setup):
     assert "alignments" not in loaded.signatures["serving_default"].structured_outputs
 
 
-def test_a_saved_model_export_on_a_full_disk_stops_naming_the_version_and_leaves_nothing(setup, small_disk):
+def test_a_saved_model_export_on_a_full_disk_stops_naming_the_version_leaves_nothing_and_reruns(setup, small_disk):
     export_dir = str(small_disk / "export")
     full_disk.fill(small_disk, leave=64 * 1024)
     with pytest.raises(Exception) as error:
@@ -799,3 +799,7 @@ def test_a_saved_model_export_on_a_full_disk_stops_naming_the_version_and_leaves
     assert message.startswith(f"the disk holding {small_disk} is full")  # the exporter created --export_dir
     assert f"could not write {export_dir}/{STEP}/" in message  # a file of the version, not of its staging
     assert os.listdir(small_disk) == ["filler"]  # no staging directory, no version, no --export_dir
+    os.remove(small_disk / "filler")  # space freed: the same export runs to its end
+    export_again(setup, export_dir)
+    assert os.listdir(export_dir) == [str(STEP)]
+    assert "serving_default" in tf.saved_model.load(os.path.join(export_dir, str(STEP))).signatures
