@@ -1,4 +1,4 @@
-"""Decoding speed of t2t_lite: beam 4, cached and uncached, on transformer_tiny and transformer_base.
+"""Decoding speed of t2t_lite: beam 4, cached and uncached (and XLA), on transformer_tiny and transformer_base.
 
 Same work as the peers' harness (../shared/peers, README there): random weights, 32 random
 source sentences of 20 tokens in [3, vocab), every sentence decoded to exactly 30 tokens
@@ -13,6 +13,8 @@ grows with the output length.
     .venv/bin/python bench/decode.py                      # tiny and base (~10 min on 2 idle cores)
     .venv/bin/python bench/decode.py --presets=tiny --repeats=5
     TF_ENABLE_ONEDNN_OPTS=0 .venv/bin/python bench/decode.py --presets=base
+    .venv/bin/python bench/decode.py --presets=multi30k,multi30k_relative --xla --no_growth --no_ctranslate2
+                                                          # absolute against relative positions, as the recipe decodes
 
 On x86-64 it runs TensorFlow's oneDNN kernels, as the t2t-* tools do (t2t_lite/cpu_features.py);
 TF_ENABLE_ONEDNN_OPTS=0 measures Eigen's, which TensorFlow alone picks on CPUs without VNNI,
@@ -44,7 +46,14 @@ from t2t_lite.decode import batch_decoding, scoring  # noqa: E402
 from t2t_lite.decode.search_settings import SearchSettings  # noqa: E402
 from t2t_lite.model.transformer import Transformer  # noqa: E402
 
-PRESETS = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 37000)}
+# multi30k and multi30k_relative: the Multi30k recipe's set and its relative-position twin (Shaw et al.), with
+# the recipe's 8,000-piece vocabulary, to compare the two kinds of positions at one size.
+PRESETS = {
+    "tiny": ("transformer_tiny", 8000),
+    "base": ("transformer_base", 37000),
+    "multi30k": ("transformer_multi30k_small", 8000),
+    "multi30k_relative": ("transformer_multi30k_small_relative", 8000),
+}
 SENTENCES, SOURCE_LENGTH, OUTPUT_LENGTH = 32, 20, 30
 BEAM_SIZE, ALPHA = 4, 0.6
 NO_EOS = -1  # no id equals it, so every sentence runs to its length limit
@@ -61,9 +70,9 @@ def source_batch(vocab_size, seed=4321):
     return np.random.default_rng(seed).integers(3, vocab_size, size=(SENTENCES, SOURCE_LENGTH), dtype=np.int32)
 
 
-def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size=BEAM_SIZE):
+def time_decoding(model, source, *, use_cache, output_length, repeats, beam_size=BEAM_SIZE, xla=False):
     """(first call seconds, [seconds of each timed call]) for one whole-batch decode."""
-    search = SearchSettings(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH)
+    search = SearchSettings(beam_size=beam_size, alpha=ALPHA, extra_length=output_length - SOURCE_LENGTH, xla=xla)
     settings = dict(use_cache=use_cache, eos_id=NO_EOS)
     start = time.perf_counter()
     ids, _ = batch_decoding.decode_batch(model, source, search, **settings)
@@ -145,7 +154,10 @@ def spread(values, digits=2):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--presets", default="tiny,base", help="comma-separated subset of tiny,base")
+    parser.add_argument(
+        "--presets", default="tiny,base", help=f"comma-separated subset of {','.join(PRESETS)} (default tiny,base)"
+    )
+    parser.add_argument("--xla", action="store_true", help="also the cached search compiled whole by XLA (xla=true)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per measurement (tiny)")
     parser.add_argument("--base_repeats", type=int, default=1, help="timed calls per measurement (base)")
     parser.add_argument("--no_growth", action="store_true", help="skip the output-length sweep")
@@ -172,14 +184,15 @@ def main():
     for preset in args.presets.split(","):
         model = make_model(preset)
         source = source_batch(model.vocab_size)
-        repeats = args.repeats if preset == "tiny" else args.base_repeats
-        for use_cache in (True, False):
+        repeats = args.base_repeats if preset == "base" else args.repeats
+        for use_cache, xla in ((True, False), (False, False)) + (((True, True),) if args.xla else ()):
             first, times = time_decoding(
-                model, source, use_cache=use_cache, output_length=OUTPUT_LENGTH, repeats=repeats
+                model, source, use_cache=use_cache, output_length=OUTPUT_LENGTH, repeats=repeats, xla=xla
             )
             rates = [SENTENCES / seconds for seconds in times]
+            kind = "cached, XLA" if xla else "cached" if use_cache else "uncached"
             print(
-                f"| {preset} | beam {BEAM_SIZE}, {'cached' if use_cache else 'uncached'} | {spread(rates)} | "
+                f"| {preset} | beam {BEAM_SIZE}, {kind} | {spread(rates)} | "
                 f"{statistics.median(rates) * OUTPUT_LENGTH:.0f} | {first:.1f} | {repeats} |",
                 flush=True,
             )
