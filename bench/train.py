@@ -30,7 +30,8 @@ def benchmark(hparams_set, overrides, batch_size, length, vocab_size, steps, war
     hparams = registry.hparams(hparams_set).override(overrides).replace(batch_size=batch_size)
     keras.utils.set_random_seed(0)
     model = model_info.build_model(hparams, vocab_size)
-    optimizer = adam_optimizer(hparams)
+    # A set with a linear decay needs a run length; the rate's value does not change a step's time.
+    optimizer = adam_optimizer(hparams, train_steps=hparams.learning_rate_decay_steps + warmup_steps + steps)
     step_functions = train_step.StepFunctions(model, optimizer, hparams, tf.distribute.get_strategy())
     sentences = max(1, batch_size // length)
     rng = np.random.default_rng(0)
