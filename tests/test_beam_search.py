@@ -295,17 +295,15 @@ def test_a_sentence_decodes_the_same_alone_and_beside_longer_ones(model):
 
 @pytest.mark.parametrize("inputs", [[[EOS]], [[0, 0, 0], [5, 6, EOS]]], ids=["only-eos", "all-padding"])
 def test_an_empty_input_decodes(model, inputs):
-    ids, scores = batch_decoding.decode_batch(
-        model, np.array(inputs, np.int32), SearchSettings(beam_size=4, alpha=0.6, extra_length=2)
-    )
+    # The beam-4 settings of the tests above: decode_batch traces once per model and settings, and the model is shared.
+    search = SearchSettings(beam_size=4, alpha=0.6, extra_length=3)
+    ids, scores = batch_decoding.decode_batch(model, np.array(inputs, np.int32), search)
     assert ids.shape[0] == len(inputs) and np.all(np.isfinite(scores))
     for row, source in zip(ids, inputs):  # each row within its own limit: real input length + extra_length,
         # and one step for a row of padding only (batch padding, which must not keep the search going)
-        assert np.count_nonzero(row) <= (np.count_nonzero(source) + 2 if np.any(source) else 1)
+        assert np.count_nonzero(row) <= (np.count_nonzero(source) + search.extra_length if np.any(source) else 1)
     if len(inputs) == 2:  # the all-padding row does not disturb its neighbour
-        alone_ids, alone_scores = batch_decoding.decode_batch(
-            model, np.array(inputs[1:], np.int32), SearchSettings(beam_size=4, alpha=0.6, extra_length=2)
-        )
+        alone_ids, alone_scores = batch_decoding.decode_batch(model, np.array(inputs[1:], np.int32), search)
         np.testing.assert_array_equal(ids[1, : alone_ids.shape[1]], alone_ids[0])
         np.testing.assert_allclose(scores[1], alone_scores[0], rtol=1e-4)
 
