@@ -237,19 +237,43 @@ def test_nan_loss_stops_with_the_last_good_checkpoint(reverse_data, tmp_path):
     assert all(np.isfinite(v.numpy()).all() for v in model.trainable_variables)
 
 
-@pytest.mark.parametrize("overrides", ["activation_dtype=bfloat16", "activation_dtype=float16"])
-def test_speed_switches_train(reverse_data, tmp_path, overrides):  # xla_compile: the test below
-    train(
-        reverse_data,
-        str(tmp_path / "run"),
-        overrides=SMALL + ",learning_rate=2," + overrides,
-        train_steps=12,
-        save_checkpoints_steps=100,
-    )
-    losses = logged_scalars(str(tmp_path / "run"))
+def train_with_a_speed_switch(data_dir, output_dir, switch, **kwargs):
+    """12 steps at learning rate 2 with `switch` added to SMALL; returns the logged losses."""
+    overrides = SMALL + ",learning_rate=2," + switch
+    train(data_dir, output_dir, overrides=overrides, train_steps=12, save_checkpoints_steps=100, **kwargs)
+    return logged_scalars(output_dir)
+
+
+def assert_learns(losses):
     # Against the first loss (about 3.1; the plateau of guessing among 12 symbols is ln 12 = 2.48): the
     # means of steps 1-3 and 10-12 were only 0.24-0.29 apart, and one loss moves by 0.1 from step to step.
     assert np.mean([losses[s] for s in (10, 11, 12)]) < losses[1] - 0.3
+
+
+def test_float16_trains(reverse_data, tmp_path):  # bfloat16: the test below; xla_compile: the one after it
+    assert_learns(train_with_a_speed_switch(reverse_data, str(tmp_path / "run"), "activation_dtype=float16"))
+
+
+def test_bfloat16_trains_and_on_a_cpu_without_its_units_is_noted(reverse_data, tmp_path, monkeypatch):
+    """Emulated bfloat16 is slower than float32: the log says so and how to switch, and the run goes on.
+
+    One bfloat16 run, on a CPU that says it has no bfloat16 units: noted, and it trains all 12 steps and
+    learns. The same command again on a CPU that has them (True), or cannot tell (None), notes nothing:
+    the note is logged before the training loop, for a fresh or a resumed run alike, so those reruns,
+    which resume at step 12 and train no step, check it without tracing a second and third step.
+    """
+    output_dir = str(tmp_path / "run")
+    for units, noted in ((False, True), (True, False), (None, False)):
+        monkeypatch.setattr(cpu_features, "bfloat16_units", lambda cpuinfo="/proc/cpuinfo", units=units: units)
+        lines = []
+        losses = train_with_a_speed_switch(reverse_data, output_dir, "activation_dtype=bfloat16", log=lines.append)
+        note = any("no bfloat16 multiply units" in line and "activation_dtype=float32" in line for line in lines)
+        assert note is noted, (units, lines)
+        assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-12")
+        if units is False:  # the fresh run
+            assert_learns(losses)
+        else:  # the rerun resumed at the end: it trained nothing
+            assert f"Restored {os.path.join(output_dir, 'ckpt-12')} (step 12)." in lines, lines
 
 
 def test_xla_step_equals_the_plain_step_and_trains(reverse_data, tmp_path):
@@ -257,7 +281,7 @@ def test_xla_step_equals_the_plain_step_and_trains(reverse_data, tmp_path):
 
     The plain step projects only the real target tokens; with dropout off and one seed, the
     two runs must log the same losses step after step (equal weights after each update). The
-    XLA run goes on to step 12 and learns as test_speed_switches_train's runs do.
+    XLA run goes on to step 12 and learns as the float16 and bfloat16 runs do.
     """
     runs = {}
     for name, switch, steps in (("plain", "", 4), ("xla", ",xla_compile=true", 12)):
@@ -344,22 +368,6 @@ def test_linear_decay_cools_the_last_updates_and_is_announced(reverse_data, tmp_
     factor = {1: 1.0, 2: 1.0, 3: 1.0, 4: 0.75, 5: 0.5, 6: 0.25}
     assert logged == pytest.approx({step: eq3[step] * factor[step] for step in eq3}, rel=1e-6)
     assert any("from 1 to 1/4 over steps 3-6" in line for line in lines), lines
-
-
-@pytest.mark.parametrize("units, noted", [(False, True), (True, False), (None, False)])
-def test_bfloat16_on_a_cpu_without_its_units_is_noted(reverse_data, tmp_path, monkeypatch, units, noted):
-    """Emulated bfloat16 is slower than float32: the log says so and how to switch (the run goes on)."""
-    monkeypatch.setattr(cpu_features, "bfloat16_units", lambda cpuinfo="/proc/cpuinfo": units)
-    lines = []
-    train(
-        reverse_data,
-        str(tmp_path / "run"),
-        overrides=SMALL + ",activation_dtype=bfloat16",
-        train_steps=1,
-        log=lines.append,
-    )
-    assert any("no bfloat16 multiply units" in line and "activation_dtype=float32" in line for line in lines) is noted
-    assert (tmp_path / "run" / "ckpt-1.index").exists()
 
 
 def test_evaluate_schedule_scores_the_latest_checkpoint_and_writes_none(reverse_data, reference_run, tmp_path):
