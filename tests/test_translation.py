@@ -94,7 +94,8 @@ def test_xla_decoding_gives_the_same_translations(trained):
 
 def test_n_best_lists_every_beam_with_scores_best_first(trained):
     problem, model, data_dir, _ = trained
-    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=3, return_beams=True)
+    # The search of the two tests above (decode_batch traces once per model and settings; return_beams is not one).
+    settings = DecodeHParams.of(beam_size=3, alpha=0.6, extra_length=4, return_beams=True)
     (translation,) = translate(model, problem.vocabulary(data_dir), ["1 2 3"], settings, progress=False)
     assert len(translation.hypotheses) == 3
     assert translation.scores == sorted(translation.scores, reverse=True)
