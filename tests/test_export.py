@@ -164,6 +164,24 @@ def relative_setup(built_once):
     return trained_setup(built_once("trained_export_relative", build), RELATIVE_SET, RELATIVE_TINY)
 
 
+@pytest.fixture(scope="module")
+def loaded_version():
+    """`loaded_version(version_dir)`: tf.saved_model.load of that export, once per module and export.
+
+    Loading a version and the first call of each of its signatures take seconds, and the tests only call
+    its signatures, which keep no state between calls (a draw's seed is the export's setting), so the
+    tests of one export share one loaded copy.
+    """
+    loaded = {}
+
+    def load(version_dir):
+        if version_dir not in loaded:
+            loaded[version_dir] = tf.saved_model.load(version_dir)
+        return loaded[version_dir]
+
+    return load
+
+
 @pytest.fixture(scope="module", params=["absolute", "relative"])
 def either_setup(request):
     """`setup`, then `relative_setup`: for the tests that must hold for both kinds of positions."""
@@ -415,10 +433,8 @@ def xla_loaded(xla_version_dir):
 
 
 @pytest.fixture(scope="module", params=["plain", "xla"])
-def loaded_export(request, setup):
-    return (
-        tf.saved_model.load(setup["version_dir"]) if request.param == "plain" else request.getfixturevalue("xla_loaded")
-    )
+def loaded_export(request, setup, loaded_version):
+    return loaded_version(setup["version_dir"]) if request.param == "plain" else request.getfixturevalue("xla_loaded")
 
 
 def test_xla_export_holds_one_compiled_search_per_length_bucket(xla_version_dir):
@@ -469,9 +485,9 @@ def test_xla_export_ids_signature_gives_decode_batch_xla_ids(xla_loaded, setup):
     assert served[:, -1].any()  # no all-padding column is returned
 
 
-def test_a_relative_export_translates_as_the_library(relative_setup):
+def test_a_relative_export_translates_as_the_library(relative_setup, loaded_version):
     """Relative positions (transformer_relative_tiny): the text and ids signatures give decode_batch's outputs."""
-    loaded = tf.saved_model.load(relative_setup["version_dir"])
+    loaded = loaded_version(relative_setup["version_dir"])
     sentences = random_sentences(seed=2, count=16) + [long_sentence(), ""]
     texts, scores, ids = library_translations(relative_setup, sentences)
     served = loaded.signatures["serving_default"](inputs=tf.constant(sentences))
@@ -538,8 +554,8 @@ def test_an_input_of_another_rank_is_refused(loaded_export, signature, inputs, e
 
 
 @pytest.mark.parametrize("signature, paired", [("score", "targets"), ("translate_prefix", "prefixes")])
-def test_a_second_input_of_another_count_is_refused_naming_both(setup, signature, paired):
-    loaded = tf.saved_model.load(setup["version_dir"])
+def test_a_second_input_of_another_count_is_refused_naming_both(setup, loaded_version, signature, paired):
+    loaded = loaded_version(setup["version_dir"])
     expected = rf"inputs and {paired}: expected one of {paired} per input; got\] \[2\] \[inputs and\] \[1\]"
     with pytest.raises(tf.errors.InvalidArgumentError, match=expected):
         loaded.signatures[signature](inputs=tf.constant(["die katze", "der hund"]), **{paired: tf.constant(["katze"])})
@@ -636,9 +652,9 @@ def test_export_hparams_follow_the_decoder_precedence():
         export_settings(base, files, "max_batch_size=0")
 
 
-def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(either_setup):
+def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(either_setup, loaded_version):
     setup = either_setup
-    loaded = tf.saved_model.load(setup["version_dir"])
+    loaded = loaded_version(setup["version_dir"])
     sentences = random_sentences(seed=21, count=4)
     prefixes = [sentences[0].split()[-1], "", " ".join(sentences[2].split()[-2:]), ""]
     served = loaded.signatures["translate_prefix"](inputs=tf.constant(sentences), prefixes=tf.constant(prefixes))
@@ -651,9 +667,9 @@ def test_the_prefix_signature_continues_each_prefix_as_the_decoder_does(either_s
     assert served["outputs"].numpy()[0].decode().startswith(prefixes[0])
 
 
-def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(either_setup):
+def test_the_sample_signature_draws_as_the_decoder_samples_with_the_exports_settings(either_setup, loaded_version):
     setup = either_setup
-    loaded = tf.saved_model.load(setup["version_dir"])
+    loaded = loaded_version(setup["version_dir"])
     settings = decode_settings.DecodeHParams.of(alpha=0.6, extra_length=4, sampling_method="random", sampling_seed=1)
     for sentence in random_sentences(seed=22, count=3):  # one a batch: a draw depends on the row it is in
         served = loaded.signatures["sample"](inputs=tf.constant([sentence]))
@@ -784,8 +800,8 @@ def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_t
     assert [links.decode() for links in scored["alignments"].numpy()] == [score.alignment for score in given]
 
 
-def test_an_export_without_write_alignment_has_no_alignments_output(setup):
-    loaded = tf.saved_model.load(setup["version_dir"])
+def test_an_export_without_write_alignment_has_no_alignments_output(setup, loaded_version):
+    loaded = loaded_version(setup["version_dir"])
     assert "alignments" not in loaded.signatures["serving_default"].structured_outputs
 
 
