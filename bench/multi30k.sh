@@ -26,6 +26,8 @@
 # BPE_DROPOUT (unset: deterministic BPE; a probability p writes the training split as BPE_DROPOUT_COPIES (16)
 # BPE-dropout segmentations of each pair, t2t_lite/data/bpe_dropout.py, through the same registered problem, whose
 # name then ends in _bpe_dropout),
+# TRAIN_ALIGNMENTS (unset; a file of Pharaoh word links of train's pairs, one line per pair: t2t-datagen
+# --train_alignments stores them for guided alignment, hparam guided_alignment_weight; bench/guided_alignment.sh),
 # DECODE_HPARAMS (the set's beam and α, batch 64, XLA). At least 12 checkpoints are kept, so that
 # averaging another number of them can be tried afterwards. Each phase prints its wall-clock
 # seconds and the total.
@@ -46,11 +48,15 @@ DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=64,xla=true}
 VOCAB_SIZE=${VOCAB_SIZE:-}
 BPE_DROPOUT=${BPE_DROPOUT:-}
 BPE_DROPOUT_COPIES=${BPE_DROPOUT_COPIES:-16}
+TRAIN_ALIGNMENTS=${TRAIN_ALIGNMENTS:-}
 BIN=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin}
 
 for name in train.en "train.$TARGET" val.en "val.$TARGET"; do
   [ -f "$CORPUS/$name" ] || { echo "multi30k.sh: $CORPUS/$name is missing (CORPUS must hold train.en, train.$TARGET, val.en, val.$TARGET)" >&2; exit 2; }
 done
+if [ -n "$TRAIN_ALIGNMENTS" ] && [ ! -f "$TRAIN_ALIGNMENTS" ]; then
+  echo "multi30k.sh: TRAIN_ALIGNMENTS=$TRAIN_ALIGNMENTS: no such file (Pharaoh links of train's pairs, one line per pair)" >&2; exit 2
+fi
 if [ -e "$WORK" ]; then
   echo "multi30k.sh: $WORK exists; name a new WORK directory (a finished or running run is never overwritten)" >&2
   exit 2
@@ -84,6 +90,8 @@ print(registry.hparams(sys.argv[1]).override(sys.argv[2]).learning_rate_decay_st
     echo "multi30k.sh: TRAIN_STEPS=fit fits the learning rate's decay: set learning_rate_decay_steps in HPARAMS (e.g. learning_rate_decay_steps=2000; $HPARAMS_SET has none)" >&2; exit 2; }
 fi
 CORPUS=$(cd "$CORPUS" && pwd)
+alignments=()
+[ -z "$TRAIN_ALIGNMENTS" ] || alignments=(--train_alignments="$(cd "$(dirname "$TRAIN_ALIGNMENTS")" && pwd)/$(basename "$TRAIN_ALIGNMENTS")")
 mkdir -p "$WORK/tmp"
 WORK=$(cd "$WORK" && pwd)
 PROBLEM=(--problem=translate_files) vocabulary="translate_files' own vocabulary size"
@@ -122,7 +130,7 @@ echo "== Multi30k EN→${TARGET^^}: $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SE
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 ln -s "$CORPUS/train.en" "$WORK/tmp/train.src"; ln -s "$CORPUS/train.$TARGET" "$WORK/tmp/train.tgt"
 ln -s "$CORPUS/val.en" "$WORK/tmp/dev.src";     ln -s "$CORPUS/val.$TARGET" "$WORK/tmp/dev.tgt"
-"$BIN/t2t-datagen" "${PROBLEM[@]}" --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
+"$BIN/t2t-datagen" "${PROBLEM[@]}" --data_dir="$WORK/data" --tmp_dir="$WORK/tmp" ${alignments[@]+"${alignments[@]}"}
 phase datagen
 
 "$BIN/t2t-trainer" "${PROBLEM[@]}" --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" \

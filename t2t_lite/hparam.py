@@ -62,6 +62,15 @@ class HParams:
     symbol_dropout: float = 0.0
     label_smoothing: float = 0.1  # ε_ls of the smoothed cross-entropy.
 
+    # --- Guided alignment (Garg et al. 2019; t2t_lite/train/guided_alignment.py), not the paper ---
+    # λ of L = L_ce + λ·L_a: the chosen heads' attention is trained toward the training pairs' word links
+    # (t2t-datagen --train_alignments); 0 = off. Garg et al.'s fairseq recipe uses 0.05.
+    guided_alignment_weight: float = 0.0
+    # The decoder layer whose encoder-decoder attention is supervised, Python-indexed: -2, the penultimate,
+    # is where Garg et al. found supervision best (of six layers; fairseq's alignment_layer default too).
+    guided_alignment_layer: int = -2
+    guided_alignment_heads: int = 1  # Its first N heads, averaged, are supervised: Garg et al. supervise one.
+
     # --- Optimizer and schedule (§5.3) ---
     learning_rate: float = 1.0  # Multiplier on eq. 3; 1.0 is the paper's schedule exactly.
     learning_rate_warmup_steps: int = 4000  # warmup_steps of eq. 3.
@@ -216,6 +225,22 @@ class HParams:
             fail("layer_norm_epsilon", "must be positive")
         if self.min_length_bucket < 1:
             fail("min_length_bucket", "must be at least 1")
+        self._check_guided_alignment(fail)
+
+    def _check_guided_alignment(self, fail) -> None:
+        """The supervised layer and heads must exist, but only when guidance is on (every set has it off)."""
+        if not 0.0 <= self.guided_alignment_weight < math.inf:
+            fail("guided_alignment_weight", "must be a finite number ≥ 0 (λ of the alignment loss; 0 = off)")
+        if not self.guided_alignment_weight:
+            return
+        layers = self.decoder_layers
+        if not -layers <= self.guided_alignment_layer < layers:
+            fail(
+                "guided_alignment_layer",
+                f"the decoder has {layers} layers: give 0..{layers - 1}, or -1..-{layers} counted from the last",
+            )
+        if not 1 <= self.guided_alignment_heads <= self.num_heads:
+            fail("guided_alignment_heads", f"each layer has {self.num_heads} heads: give 1..{self.num_heads}")
 
 
 def check_name(config_class, name: str) -> None:

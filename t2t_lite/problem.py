@@ -21,7 +21,7 @@ import shutil
 import tensorflow as tf
 
 from t2t_lite import registry
-from t2t_lite.data import bpe_dropout, datagen, seeded_shuffle
+from t2t_lite.data import bpe_dropout, datagen, seeded_shuffle, word_alignment
 from t2t_lite.data.vocabulary import Vocabulary, train_vocabulary
 
 MODES = datagen.SPLITS  # "train", "dev", "test"
@@ -85,9 +85,13 @@ class Problem(abc.ABC):
         return datagen.filepattern(data_dir, self.base_name, mode)
 
     def dataset(
-        self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None, share=None
+        self, mode: str, data_dir: str, hparams=None, *, shuffle_files=None, seed=None, share=None, alignments=False
     ) -> tf.data.Dataset:
         """The examples of `mode` as `{"inputs", "targets"}` int32 vectors ending in EOS.
+
+        `alignments`: each example also holds "alignment", bool [len(targets), len(inputs)], True where
+        a target subword is linked to a source subword (`t2t_lite.data.word_alignment`); the shards
+        must have been written with `t2t-datagen --train_alignments` (`datagen.has_alignments`).
 
         `shuffle_files` (default: only in "train") shuffles the order of the shards
         with `seed`; otherwise shards are read one after another, in file order.
@@ -126,6 +130,8 @@ class Problem(abc.ABC):
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
+        if alignments:
+            return records.map(self._parse_aligned_example, num_parallel_calls=tf.data.AUTOTUNE)
         return records.map(self._parse_example, num_parallel_calls=tf.data.AUTOTUNE)
 
     def _parse_example(self, record):
@@ -139,6 +145,17 @@ class Problem(abc.ABC):
         if self.was_reversed:
             inputs, targets = targets, inputs
         return {"inputs": inputs, "targets": targets}
+
+    def _parse_aligned_example(self, record):
+        example = self._parse_example(record)
+        links = tf.io.parse_single_example(record, {word_alignment.ALIGNMENT: tf.io.VarLenFeature(tf.int64)})
+        example[word_alignment.ALIGNMENT] = word_alignment.alignment_matrix(
+            tf.sparse.to_dense(links[word_alignment.ALIGNMENT]),
+            tf.size(example["inputs"]),
+            tf.size(example["targets"]),
+            transpose=self.was_reversed,
+        )
+        return example
 
 
 class TextProblem(Problem):
@@ -200,23 +217,36 @@ class TextProblem(Problem):
         os.replace(temporary, destination)
         print(f"Using the vocabulary {vocab_file} for {self.base_name}: copied to {destination}.")
 
-    def generate_data(self, data_dir: str, tmp_dir: str) -> datagen.DatagenReport:
+    def generate_data(self, data_dir: str, tmp_dir: str, train_alignments: str = None) -> datagen.DatagenReport:
+        """`train_alignments`: Pharaoh word links of the training pairs, stored in their records
+        (`t2t_lite.data.word_alignment`)."""
         report = datagen.DatagenReport(self.base_name)
         bpe_dropout.check_settings(self.bpe_dropout, self.bpe_dropout_copies, self.base_name)
+        if train_alignments and self.bpe_dropout:
+            raise ValueError(
+                f"--train_alignments: {self.base_name} writes its training pairs in BPE-dropout segmentations "
+                f"(bpe_dropout={self.bpe_dropout}), and their subword links are not mapped per segmentation. "
+                f"Align a problem with bpe_dropout=0."
+            )
         vocabulary = self._vocabulary_or_train(data_dir, tmp_dir)
         for split in datagen.SPLITS:
-            if datagen.complete_shards(data_dir, self.base_name, split):
+            files = datagen.complete_shards(data_dir, self.base_name, split)
+            if files:
                 if split == "train":
                     bpe_dropout.check_reusable(data_dir, self.base_name, self.bpe_dropout, self.bpe_dropout_copies)
+                    self._check_aligned_alike(files, train_alignments, data_dir)
                 report.reused.append(split)
                 continue
             pairs = self.text_pairs(tmp_dir, split)
             if pairs is None:
                 report.missing.append(split)
                 continue
+            aligned = split == "train" and bool(train_alignments)
+            if aligned:
+                pairs = word_alignment.with_links(pairs, train_alignments)
             drops = report.dropped.setdefault(split, collections.Counter())
             cleaned = datagen.clean_pairs(pairs, drops, self.drop_reason)
-            examples = self._encode(split, cleaned, vocabulary, drops)
+            examples = self._encode(split, cleaned, vocabulary, drops, aligned)
             if split == "train":
                 bpe_dropout.write_record(data_dir, self.base_name, self.bpe_dropout, self.bpe_dropout_copies)
                 if self.bpe_dropout:
@@ -232,15 +262,30 @@ class TextProblem(Problem):
                 ) from None
         return report
 
-    def _encode(self, split: str, pairs, vocabulary: Vocabulary, drops: collections.Counter):
-        """(inputs, targets) id pairs of `split`: with bpe_dropout, sampled copies of the training pairs."""
+    def _encode(self, split: str, pairs, vocabulary: Vocabulary, drops: collections.Counter, aligned=False):
+        """(inputs, targets) id pairs of `split`: with bpe_dropout, sampled copies of the training pairs.
+
+        `aligned`: `pairs` are (source, target, Pharaoh line) triples, and the examples carry subword links.
+        """
         if split != "train":  # dev and test are scored on every sentence, segmented as decoding will be
             return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops)
         if self.bpe_dropout:
             return bpe_dropout.sampled_pairs(
                 pairs, vocabulary, self.bpe_dropout, self.bpe_dropout_copies, drops, max_length=self.max_subword_length
             )
-        return datagen.encode_pairs(pairs, vocabulary.tokenizer, drops, max_length=self.max_subword_length)
+        word_pieces = vocabulary.word_pieces() if aligned else None
+        return datagen.encode_pairs(
+            pairs, vocabulary.tokenizer, drops, max_length=self.max_subword_length, word_pieces=word_pieces
+        )
+
+    def _check_aligned_alike(self, files: list, train_alignments: str, data_dir: str) -> None:
+        """Alignments given for training shards written without them (a problem with no raw-file record)."""
+        if train_alignments and not datagen.has_alignments(files):
+            raise ValueError(
+                f"--train_alignments: the {self.base_name} training files in --data_dir={data_dir} were written "
+                f"without alignments. Rerun t2t-datagen with --overwrite to write them afresh with the links, or "
+                f"choose another --data_dir."
+            )
 
     def _vocabulary_or_train(self, data_dir: str, tmp_dir: str) -> Vocabulary:
         path = os.path.join(data_dir, self.vocab_filename())

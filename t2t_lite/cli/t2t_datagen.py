@@ -8,6 +8,8 @@ the vocabulary and every split. Prints how many pairs were written and dropped, 
 why. `--problem=P_rev` generates P's files (the reverse direction reads the same files
 with inputs and targets swapped). `--vocab_from=FILE` encodes with an existing vocabulary
 (another model's, to fine-tune it: t2t-trainer --warm_start_from) instead of training one.
+`--train_alignments=FILE` stores Pharaoh word links of the training pairs in their records, for
+training with guided alignment (t2t_lite/data/word_alignment.py).
 """
 
 import os
@@ -32,6 +34,14 @@ absl_flags.DEFINE_string(
     "to warm-start from it) instead of training one; copied into --data_dir under this problem's name.",
 )
 
+absl_flags.DEFINE_string(
+    "train_alignments",
+    None,
+    "Pharaoh word links of the training pairs (`0-0 2-1`: source word-target word, counted from 0 over "
+    "whitespace-separated words), one line per raw training pair; stored with each pair for guided "
+    "alignment (hparam guided_alignment_weight). bench/eflomal_align.py writes such a file.",
+)
+
 
 def main(argv):
     del argv
@@ -49,7 +59,14 @@ def main(argv):
             {f"--data_dir's {os.path.basename(path)}": path for path in removed},
         )
     try:
-        datagen.generate(problem, data_dir, tmp_dir, overwrite=flags.FLAGS.overwrite, vocab_from=flags.FLAGS.vocab_from)
+        datagen.generate(
+            problem,
+            data_dir,
+            tmp_dir,
+            overwrite=flags.FLAGS.overwrite,
+            vocab_from=flags.FLAGS.vocab_from,
+            train_alignments=flags.FLAGS.train_alignments and os.path.expanduser(flags.FLAGS.train_alignments),
+        )
     # Raw data missing or unusable (a corrupt catalog, a malformed tree): the message names the file.
     except (FileNotFoundError, CorpusError, ValueError) as error:
         raise flags.UsageError(str(error)) from None

@@ -34,7 +34,7 @@ import time
 
 import tensorflow as tf
 
-from t2t_lite.data import raw_fingerprint
+from t2t_lite.data import raw_fingerprint, word_alignment
 from t2t_lite.data.vocabulary import EOS_ID, normalize_text
 
 SPLITS = ("train", "dev", "test")
@@ -93,30 +93,47 @@ def format_drops(dropped) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
 
 
-def generate(problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False, vocab_from: str = None) -> DatagenReport:
+def generate(
+    problem, data_dir: str, tmp_dir: str, *, overwrite: bool = False, vocab_from: str = None, train_alignments=None
+) -> DatagenReport:
     """Runs `problem.generate_data` and prints what was written and dropped.
 
     Stops with `raw_fingerprint.RawDataChangedError` when raw files changed since the
     data in `data_dir` was written from them; `overwrite` then removes that data (the
     vocabulary too) and writes it afresh. `vocab_from` (a vocabulary file) is used instead
-    of training one (`TextProblem.adopt_vocabulary`).
+    of training one (`TextProblem.adopt_vocabulary`). `train_alignments` (a file of Pharaoh
+    word links, one line per training pair) stores each training pair's links in its record
+    (`t2t_lite.data.word_alignment`); the file counts as a raw file of the train split.
     """
     if vocab_from and not hasattr(problem, "adopt_vocabulary"):
         raise ValueError(f"--vocab_from: problem {problem.base_name} has no vocabulary file to take.")
+    extra_files = {}
+    if train_alignments:
+        if not hasattr(problem, "text_pairs"):
+            raise ValueError(
+                f"--train_alignments: problem {problem.base_name} makes no text pairs whose words could be aligned; "
+                f"give it with a translation problem (translate_files, ...)."
+            )
+        if not os.path.isfile(train_alignments):
+            raise FileNotFoundError(f"--train_alignments={train_alignments}: no such file.")
+        extra_files = {"train": [train_alignments]}
     os.makedirs(data_dir, exist_ok=True)
     os.makedirs(tmp_dir, exist_ok=True)
     record = raw_fingerprint.record_path(data_dir, problem.base_name)
     if overwrite:
         remove_generated(problem, data_dir)
     else:
-        raw_fingerprint.check_unchanged(record, problem, data_dir, tmp_dir)
+        raw_fingerprint.check_unchanged(record, problem, data_dir, tmp_dir, extra_files)
     if vocab_from:
         problem.adopt_vocabulary(data_dir, vocab_from)
     # Taken before reading, so a raw file edited while datagen runs is found by the next run.
     unwritten = [split for split in SPLITS if not complete_shards(data_dir, problem.base_name, split)]
-    before = {split: raw_fingerprint.split_fingerprint(problem, tmp_dir, split) for split in unwritten}
-    report = problem.generate_data(data_dir, tmp_dir)
-    raw_fingerprint.update(record, problem, tmp_dir, before, written=list(report.written), reused=report.reused)
+    before = {split: raw_fingerprint.split_fingerprint(problem, tmp_dir, split, extra_files) for split in unwritten}
+    aligned = {"train_alignments": train_alignments} if train_alignments else {}
+    report = problem.generate_data(data_dir, tmp_dir, **aligned)
+    raw_fingerprint.update(
+        record, problem, tmp_dir, before, written=list(report.written), reused=report.reused, extra_files=extra_files
+    )
     print(report.summary())
     identity = raw_fingerprint.digest(record)
     if identity:
@@ -161,6 +178,13 @@ def complete_shards(data_dir: str, base_name: str, split: str) -> list:
     if files and len(files) == int(shard.search(files[0]).group(1)):
         return files
     return []
+
+
+def has_alignments(files: list) -> bool:
+    """Whether the records of `files` hold subword links (`--train_alignments`): the first record says for all."""
+    for record in tf.data.TFRecordDataset(files[:1]).take(1).as_numpy_iterator():
+        return word_alignment.ALIGNMENT in tf.train.Example.FromString(record).features.feature
+    return False
 
 
 # -- Damaged shards -----------------------------------------------------------------
@@ -214,43 +238,76 @@ def clean_pairs(pairs, drops: collections.Counter, drop_reason):
     The first step of every text problem's pairs on their way to the shards, so the count of
     pairs read is shown here (`with_progress`).
     """
-    for source, target in with_progress(pairs):
+    for source, target, *links in with_progress(pairs):  # links: a training pair's alignment line, if given
         source, target = normalize_text(source), normalize_text(target)
         reason = drop_reason(source, target)
         if reason:
             drops[reason] += 1
         else:
-            yield source, target
+            yield (source, target, *links)
 
 
-def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: int = 0):
+def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: int = 0, word_pieces=None):
     """(inputs, targets) id lists ending in EOS, tokenized in the tf.data graph.
 
     Pairs with a side longer than `max_length` ids (EOS included; 0 = no limit)
-    are counted in `drops` as too long.
+    are counted in `drops` as too long. With `word_pieces` (the vocabulary's), `pairs` are
+    (source, target, Pharaoh line) triples and (inputs, targets, subword links) come out
+    (`t2t_lite.data.word_alignment`).
     """
-    text = tf.data.Dataset.from_generator(lambda: pairs, output_signature=tf.TensorSpec([2], tf.string)).batch(
+    columns = 3 if word_pieces else 2
+    text = tf.data.Dataset.from_generator(lambda: pairs, output_signature=tf.TensorSpec([columns], tf.string)).batch(
         _ENCODE_BATCH
     )
-    ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
-    for inputs_batch, targets_batch in ids.as_numpy_iterator():
-        for inputs, targets in zip(inputs_batch, targets_batch):
+    if word_pieces:
+        ids = text.map(lambda batch: _with_words(batch, tokenizer, word_pieces))
+    else:
+        ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
+    for inputs_batch, targets_batch, *aligned in ids.as_numpy_iterator():
+        for index, (inputs, targets) in enumerate(zip(inputs_batch, targets_batch)):
             inputs, targets = inputs.tolist() + [EOS_ID], targets.tolist() + [EOS_ID]
             if max_length and max(len(inputs), len(targets)) > max_length:
                 drops[DROP_TOO_LONG] += 1
+            elif aligned:
+                yield inputs, targets, _subword_links(*(column[index] for column in aligned))
             else:
                 yield inputs, targets
+
+
+def _with_words(batch, tokenizer, word_pieces):
+    """A batch of triples' ids, with each id's word (`word_alignment.word_indices`) and the Pharaoh lines."""
+    inputs, targets = tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])
+    source_words = word_alignment.word_indices(inputs.to_tensor(), *word_pieces)
+    target_words = word_alignment.word_indices(targets.to_tensor(), *word_pieces)
+    return inputs, targets, batch, source_words, target_words
+
+
+def _subword_links(triple, source_words, target_words) -> list:
+    source, target, line = (column.decode("utf-8") for column in triple)
+    try:
+        return word_alignment.subword_links(line, source_words, target_words)
+    except ValueError as error:
+        raise word_alignment.AlignmentFileError(
+            f"--train_alignments: the pair {source!r} ||| {target!r}: {error}. Its links cannot be placed on its "
+            f"subwords."
+        ) from None
 
 
 # -- Writing ------------------------------------------------------------------------
 
 
-def example_proto(inputs, targets) -> bytes:
-    """tensor2tensor's record: a tf.train.Example with int64 lists `inputs` and `targets`."""
+def example_proto(inputs, targets, alignment=None) -> bytes:
+    """tensor2tensor's record: a tf.train.Example with int64 lists `inputs` and `targets`.
+
+    `alignment`, when given: the pair's flat subword links [s₀, t₀, …] (`t2t_lite.data.word_alignment`),
+    written as the int64 list `alignment`, present (perhaps empty) in every record of an aligned split.
+    """
     feature = {
         "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
         "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
     }
+    if alignment is not None:
+        feature[word_alignment.ALIGNMENT] = tf.train.Feature(int64_list=tf.train.Int64List(value=alignment))
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
@@ -327,7 +384,7 @@ def _records(path: str):
 
 
 def _write_counting(examples, path: str, description: str) -> int:
-    """Streams (inputs, targets) pairs to one TFRecord file; returns how many.
+    """Streams (inputs, targets[, alignment]) examples to one TFRecord file; returns how many.
 
     The progress below the title is the reader's (`with_progress`): how many pairs there are
     is known, if at all, before they are cleaned and encoded, not here.
@@ -335,8 +392,8 @@ def _write_counting(examples, path: str, description: str) -> int:
     print(f"Writing {description}:", flush=True)
     count = 0
     with tf.io.TFRecordWriter(path) as writer:
-        for inputs, targets in examples:
-            writer.write(example_proto(inputs, targets))
+        for example in examples:  # (inputs, targets) or (inputs, targets, alignment)
+            writer.write(example_proto(*example))
             count += 1
     return count
 

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data import seeded_shuffle
+from t2t_lite.data.word_alignment import ALIGNMENT
 
 SHUFFLE_BUFFER = 10000  # Examples in the training shuffle buffer (tensor2tensor's default order of magnitude).
 
@@ -71,12 +72,16 @@ def batched_dataset(
     """`{"inputs": int32[b, s], "targets": int32[b, t]}` batches of `problem`'s `mode` examples.
 
     `shuffle` and `repeat` default to True for "train" and False otherwise. `share=(index,
-    count)` reads only the shards index::count (`Problem.dataset`).
+    count)` reads only the shards index::count (`Problem.dataset`). Training with
+    `hparams.guided_alignment_weight` > 0 adds "alignment": bool [b, t, s], each example's subword
+    links padded with False as its sides are padded (`Problem.dataset(alignments=True)`).
     """
     training = mode == "train"
     shuffle = training if shuffle is None else shuffle
     repeat = training if repeat is None else repeat
-    dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed, share=share)
+    aligned = training and hparams.guided_alignment_weight > 0  # t2t_lite/train/guided_alignment.py reads them
+    links = {"alignments": True} if aligned else {}
+    dataset = problem.dataset(mode, data_dir, hparams, shuffle_files=shuffle, seed=seed, share=share, **links)
     if training:  # max_length 0 means batch_size, as tensor2tensor: no batch exceeds its token budget
         files = "the data" if share is None or share[1] == 1 else f"train files {share[0]}::{share[1]}"
         dataset = drop_too_long(dataset, hparams.max_length or hparams.batch_size, files)
@@ -110,10 +115,11 @@ def pad_to_bucket_shapes(dataset: tf.data.Dataset, lengths: list, batch_sizes: l
         longer = tf.maximum(tf.shape(batch["inputs"])[1], tf.shape(batch["targets"])[1])
         bucket = tf.minimum(_bucket_of(longer, upper_bounds), len(lengths) - 1)  # training has no overflow
         length, rows = upper_bounds[bucket], rows_of_bucket[bucket]
-        return {
+        padded = {
             side: tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, length - tf.shape(ids)[1]]])
-            for side, ids in batch.items()
+            for side, ids in _sides(batch)
         }
+        return _with_alignment(padded, batch)
 
     return dataset.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -177,6 +183,32 @@ def _drop_line(max_length: int, files: str):
     return say_if_new
 
 
+def _sides(batch):
+    """(name, ids) of the inputs and targets of an example or batch, without its alignment."""
+    return ((side, batch[side]) for side in ("inputs", "targets"))
+
+
+def _with_alignment(padded: dict, original: dict) -> dict:
+    """`padded` sides, with `original`'s alignment [rows, t, s] (if any) padded with False to their shapes.
+
+    The links stay where they were: padding adds rows, target positions and source positions after them.
+    """
+    if ALIGNMENT not in original:
+        return padded
+    alignment = original[ALIGNMENT]
+    before, after = tf.shape(alignment), tf.shape(padded["targets"])
+    padding = [[0, after[0] - before[0]], [0, after[1] - before[1]], [0, tf.shape(padded["inputs"])[1] - before[2]]]
+    return {**padded, ALIGNMENT: tf.pad(alignment, padding)}
+
+
+def _strip_example(row: dict) -> dict:
+    """A row's sides without trailing padding (`_strip_padding`), its alignment cut to them."""
+    stripped = {side: _strip_padding(ids) for side, ids in _sides(row)}
+    if ALIGNMENT in row:
+        stripped[ALIGNMENT] = row[ALIGNMENT][: tf.size(stripped["targets"]), : tf.size(stripped["inputs"])]
+    return stripped
+
+
 def _bucket_of(length, upper_bounds):
     """Index of the first bucket whose upper bound holds `length` (len(upper_bounds): none does)."""
     return tf.reduce_sum(tf.cast(length > upper_bounds, tf.int32))
@@ -225,12 +257,12 @@ def bucket_by_length(dataset: tf.data.Dataset, lengths: list, batch_sizes: list,
 
     def batch_rows(rows, size):
         """Rows (0-padded or not) -> batches of `size`, each side padded to its bucket length."""
-        real = rows.map(
-            lambda row: {side: _strip_padding(ids) for side, ids in row.items()}, num_parallel_calls=tf.data.AUTOTUNE
-        )
-        batches = real.padded_batch(size, padded_shapes={"inputs": [-1], "targets": [-1]})
+        real = rows.map(_strip_example, num_parallel_calls=tf.data.AUTOTUNE)
+        shapes = {"inputs": [-1], "targets": [-1], **({ALIGNMENT: [-1, -1]} if ALIGNMENT in real.element_spec else {})}
+        batches = real.padded_batch(size, padded_shapes=shapes)
         return batches.map(
-            lambda batch: {side: pad_to_bucket(ids) for side, ids in batch.items()}, num_parallel_calls=tf.data.AUTOTUNE
+            lambda batch: _with_alignment({side: pad_to_bucket(ids) for side, ids in _sides(batch)}, batch),
+            num_parallel_calls=tf.data.AUTOTUNE,
         )
 
     # Stage 1: windows keyed by the pair of buckets; a flag says whether the window filled.

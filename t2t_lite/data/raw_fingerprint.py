@@ -17,7 +17,9 @@ size, modification time and SHA-256:
 A file is named relative to --tmp_dir, or by its absolute path when it lies elsewhere
 (the system's gettext catalogs). Which files a split is made from is the problem's
 `raw_files`: translate_files' `.src`/`.tgt`, parsing_wsj's `.mrg` files of the split,
-every catalog of the gettext problems (each split draws on all of them).
+every catalog of the gettext problems (each split draws on all of them); and a split's files given
+to datagen beside them (`extra_files`: the train split's `--train_alignments` file), so adding,
+removing or editing the alignments is a change of the train split's raw data.
 
 Hashing reads each raw file once more when a split is written, a small cost beside
 tokenizing it. Problems without raw files (the synthetic algorithmic ones, or WMT,
@@ -69,9 +71,15 @@ def file_name(path: str, tmp_dir: str) -> str:
     return os.path.relpath(path, tmp_dir) if path.startswith(os.path.join(tmp_dir, "")) else path
 
 
-def split_fingerprint(problem, tmp_dir: str, split: str) -> dict:
-    """{`file_name`: fingerprint} of the raw files of `split`."""
-    return {file_name(path, tmp_dir): file_fingerprint(path) for path in problem.raw_files(tmp_dir, split)}
+def split_files(problem, tmp_dir: str, split: str, extra_files: dict = None) -> list:
+    """The raw files of `split`: the problem's, then those `extra_files` ({split: [path, ...]}) adds."""
+    return problem.raw_files(tmp_dir, split) + list((extra_files or {}).get(split, []))
+
+
+def split_fingerprint(problem, tmp_dir: str, split: str, extra_files: dict = None) -> dict:
+    """{`file_name`: fingerprint} of the raw files of `split` (`split_files`)."""
+    paths = split_files(problem, tmp_dir, split, extra_files)
+    return {file_name(path, tmp_dir): file_fingerprint(path) for path in paths}
 
 
 def read_record(path: str) -> dict:
@@ -81,9 +89,9 @@ def read_record(path: str) -> dict:
         return json.load(file)
 
 
-def changed_files(recorded: dict, problem, tmp_dir: str, split: str) -> list:
+def changed_files(recorded: dict, problem, tmp_dir: str, split: str, extra_files: dict = None) -> list:
     """Names (`file_name`) of the split's raw files that changed, appeared or disappeared."""
-    current = {file_name(path, tmp_dir) for path in problem.raw_files(tmp_dir, split)}
+    current = {file_name(path, tmp_dir) for path in split_files(problem, tmp_dir, split, extra_files)}
     changed = sorted(current ^ set(recorded))
     changed += sorted(
         name for name in current & set(recorded) if not is_unchanged(os.path.join(tmp_dir, name), recorded[name])
@@ -91,10 +99,10 @@ def changed_files(recorded: dict, problem, tmp_dir: str, split: str) -> list:
     return changed
 
 
-def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str) -> None:
+def check_unchanged(path: str, problem, data_dir: str, tmp_dir: str, extra_files: dict = None) -> None:
     """Stops, naming the files, when a split in `data_dir` was generated from raw files that changed since."""
     record = read_record(path)
-    changes = {split: changed_files(files, problem, tmp_dir, split) for split, files in record.items()}
+    changes = {split: changed_files(files, problem, tmp_dir, split, extra_files) for split, files in record.items()}
     changes = {split: names for split, names in changes.items() if names}
     if not changes:
         return
@@ -129,7 +137,7 @@ def digest(path: str) -> tuple:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:12], len(files)
 
 
-def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list) -> None:
+def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reused: list, extra_files=None) -> None:
     """Records the raw files of the splits just written (`before`: as they were when datagen started).
 
     A reused split without a record (data written before records existed) gets one of
@@ -139,7 +147,7 @@ def update(path: str, problem, tmp_dir: str, before: dict, *, written: list, reu
     record = dict(old)
     unrecorded = [split for split in reused if split not in record and problem.raw_files(tmp_dir, split)]
     for split in unrecorded:
-        before[split] = split_fingerprint(problem, tmp_dir, split)
+        before[split] = split_fingerprint(problem, tmp_dir, split, extra_files)
     for split in written + unrecorded:
         if before[split]:
             record[split] = before[split]

@@ -32,7 +32,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.vocabulary import EOS_ID
+from t2t_lite.data.word_alignment import word_indices
 
 SEPARATOR = " ||| "
 
@@ -76,24 +76,6 @@ def layer_attention(model, inputs, targets, settings: AlignmentSettings):
     if settings.alignment_heads:
         weights = weights[:, : settings.alignment_heads]
     return tf.reduce_mean(weights, axis=1)
-
-
-def word_indices(ids, starts, bare):
-    """int32 [batch, length]: the word of the text that each id belongs to, -1 for EOS, padding and after EOS.
-
-    `starts`, `bare`: the vocabulary's `word_pieces()` tables. The first piece of a text begins its first
-    word whatever it is (a byte, a piece without "▁"); a bare "▁" begins a word only when a piece of that
-    word follows it.
-    """
-    ids = tf.convert_to_tensor(ids, tf.int32)
-    real = (ids > EOS_ID) & (tf.cumsum(tf.cast(ids == EOS_ID, tf.int32), axis=1) == 0)
-    first = real & (tf.cumsum(tf.cast(real, tf.int32), axis=1) == 1)
-    begins = (tf.gather(tf.constant(starts), ids) | first) & real
-    next_begins_or_ends = tf.concat([begins[:, 1:] | ~real[:, 1:], tf.ones_like(begins[:, :1])], axis=1)
-    # A bare "▁" with no piece of its word after it is a space the text's words do not count: it joins the
-    # word before it (before the first word, none).
-    begins &= ~(tf.gather(tf.constant(bare), ids) & next_begins_or_ends)
-    return tf.where(real, tf.cumsum(tf.cast(begins, tf.int32), axis=1) - 1, -1)
 
 
 def word_links(weights, source_ids, target_ids, starts, bare):

@@ -5,7 +5,8 @@ decoding run has: its batch size, the n-best and sample counts, the input cut, t
 precision, and the word alignments (`AlignmentSettings`, t2t_lite/decode/alignment.py). One flat
 namespace of names, as tensor2tensor's `--decode_hparams="beam_size=4,alpha=0.6"`, each defined once
 by the class it belongs to; `decode_hparams` merges them in the decoder's precedence: the hparams set's
-defaults (§6.1: beam 4, α 0.6), then the problem's (parsing, §6.3: beam 21, α 0.3, +300), then the flag.
+defaults (§6.1: beam 4, α 0.6; a model trained with guided alignment, its supervised layer and heads),
+then the problem's (parsing, §6.3: beam 21, α 0.3, +300), then the flag.
 """
 
 import dataclasses
@@ -63,6 +64,7 @@ def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
     sampling_method=random, beam_size with it) is refused rather than ignored.
     """
     values = {"beam_size": hparams.beam_size, "alpha": hparams.alpha, "extra_length": hparams.extra_length}
+    values.update(alignment_defaults(hparams))
     values.update(problem.decode_defaults())
     settings = from_decode_hparams(DecodeHParams, values, overrides)
     try:  # a decoding run reads one mode's settings (an export's `sample` signature reads both)
@@ -70,6 +72,14 @@ def decode_hparams(hparams, problem, overrides: str = "") -> DecodeHParams:
     except ValueError as error:
         raise HParamsError(str(error)) from None
     return checked_alignment(settings, hparams)
+
+
+def alignment_defaults(hparams) -> dict:
+    """A model trained with guided alignment aligns with the heads it trained (t2t_lite/train/guided_alignment.py):
+    its layer and heads are the alignment_layer and alignment_heads unless --decode_hparams names others."""
+    if not hparams.guided_alignment_weight:
+        return {}
+    return {"alignment_layer": hparams.guided_alignment_layer, "alignment_heads": hparams.guided_alignment_heads}
 
 
 def checked_alignment(settings, hparams):

@@ -38,7 +38,7 @@ def causal_bias(length):
 def scaled_dot_product_attention(
     query, key, value, bias=None, dropout=None, training=False, keys_transposed=False, relations=None
 ):
-    """Eq. 1 on [batch, heads, len, depth] tensors; returns (output, weights).
+    """Eq. 1 on [batch, heads, len, depth] tensors; returns (output, weights), the softmax before dropout.
 
     `keys_transposed`: `key` is Kᵀ, [batch, heads, depth, len] (a preallocated decoding cache
     keeps its keys so; see `_write_in_place`).
@@ -57,14 +57,15 @@ def scaled_dot_product_attention(
         # Keras casts layer arguments to the compute dtype; in float16 MASKED becomes -inf,
         # which would turn a softmax row into NaN, so clamp back to MASKED in float32.
         logits = logits + ops.maximum(ops.cast(bias, "float32"), MASKED)
-    weights = ops.softmax(logits, axis=-1)
-    if dropout is not None:
-        weights = dropout(weights, training=training)
+    probabilities = ops.softmax(logits, axis=-1)
+    # Dropout acts on what the values see; the weights returned are the probabilities themselves, which an
+    # alignment reads and guided alignment trains (a dropped weight would be a log of zero there).
+    weights = probabilities if dropout is None else dropout(probabilities, training=training)
     weights = ops.cast(weights, value.dtype)
     output = ops.matmul(weights, value)
     if relations is not None:
         output = output + relative_outputs(weights, relations[1])
-    return output, weights
+    return output, ops.cast(probabilities, value.dtype)
 
 
 def _shared_memory_attention(query, key, value, bias, dropout, training, keys_transposed=False, relations=None):

@@ -11,7 +11,7 @@ import dataclasses
 
 from t2t_lite.decode import quantization
 from t2t_lite.decode.alignment import AlignmentSettings
-from t2t_lite.decode.decode_settings import checked_alignment, decode_hparams, from_decode_hparams
+from t2t_lite.decode.decode_settings import alignment_defaults, checked_alignment, decode_hparams, from_decode_hparams
 from t2t_lite.decode.search_settings import SearchSettings
 from t2t_lite.hparam import Composed, flat_values
 from t2t_lite.model.transformer import DEFAULT_LEARNED_POSITIONS
@@ -55,5 +55,6 @@ def export_settings(hparams, problem, overrides: str = "") -> ExportSettings:
     (or the learned-position table's size when max_length is 0).
     """
     values = flat_values(decode_hparams(hparams, problem).search)
+    values.update(alignment_defaults(hparams))
     values["max_input_length"] = hparams.max_length or DEFAULT_LEARNED_POSITIONS
     return checked_alignment(from_decode_hparams(ExportSettings, values, overrides), hparams)

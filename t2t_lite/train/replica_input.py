@@ -94,7 +94,9 @@ class TrainingBatches:
             taken = batches.enumerate(start=1).skip(skip)
             tagged = taken.map(lambda count, batch: (batch, position(epoch, count)))
             # An end marker (count -1): an epoch after another that gave no batch would loop forever unnoticed.
-            empty = {side: tf.zeros([0, 0], tf.int32) for side in ("inputs", "targets")}
+            empty = tf.nest.map_structure(
+                lambda spec: tf.zeros([0] * spec.shape.rank, spec.dtype), batches.element_spec
+            )
             return tagged.concatenate(tf.data.Dataset.from_tensors((empty, position(epoch, -1))))
 
         def position(epoch, count):

@@ -8,6 +8,8 @@ label-smoothed cross-entropy summed over its non-padding target tokens T, divide
 When replicas × `hparams.batch_size` is smaller than `tokens_per_step`, each replica accumulates
 k = ceil(tokens_per_step / (replicas · batch_size)) micro-batches T_i before one update, and the
 sum is divided by the token count of all of them: the update equals that of one big batch.
+With hparams.guided_alignment_weight = λ > 0 each ℓ-sum also holds λ times the batch's alignment term
+(t2t_lite/train/guided_alignment.py), divided by the same |T|.
 `t2t_lite.train.trainer` drives these functions; the benchmarks (bench/train.py) time them alone.
 """
 
@@ -17,7 +19,8 @@ import typing
 import keras
 import tensorflow as tf
 
-from t2t_lite.train import distribution, loss
+from t2t_lite.data.word_alignment import ALIGNMENT
+from t2t_lite.train import distribution, guided_alignment, loss
 
 
 class UpdateSums(typing.NamedTuple):
@@ -65,12 +68,30 @@ def _loss_sums(model, batch, hparams):
     shapes, so under `xla_compile` every position is projected and padding masked in the loss.
     """
     targets = batch["targets"]
-    if hparams.xla_compile:
+    guided = guided_alignment.is_on(hparams)
+    if hparams.xla_compile and not guided:
         return loss.padded_cross_entropy(model(batch, training=True), targets, hparams.label_smoothing)
-    hidden, _ = model.decoder_hidden(batch, training=True)
+    if hparams.xla_compile:
+        logits, attention = model(_sides(batch), training=True, return_attention=True)
+        sums = loss.padded_cross_entropy(logits, targets, hparams.label_smoothing)
+        return _with_alignment_loss(sums, attention, batch, hparams)
+    hidden, attention = model.decoder_hidden(_sides(batch), training=True, return_attention=guided)
     real = tf.where(tf.not_equal(targets, loss.PADDING_ID))
     logits = model.logits(tf.gather_nd(hidden, real))
-    return loss.padded_cross_entropy(logits, tf.gather_nd(targets, real), hparams.label_smoothing)
+    sums = loss.padded_cross_entropy(logits, tf.gather_nd(targets, real), hparams.label_smoothing)
+    return _with_alignment_loss(sums, attention, batch, hparams) if guided else sums
+
+
+def _sides(batch):
+    """The model's features of a batch: its inputs and targets, without the links a guided batch carries."""
+    return {"inputs": batch["inputs"], "targets": batch["targets"]}
+
+
+def _with_alignment_loss(sums, attention, batch, hparams):
+    """(smoothed loss sum + λ·L_a's sum, NLL sum, tokens): the guided-alignment term joins the loss that is
+    divided by the step's tokens (t2t_lite/train/guided_alignment.py); the NLL stays the translation's."""
+    loss_sum, nll_sum, tokens = sums
+    return loss_sum + guided_alignment.weighted_loss_sum(attention, batch, hparams), nll_sum, tokens
 
 
 def _target_tokens(batch):
@@ -106,10 +127,13 @@ class StepFunctions:
         # Batches come in a few dozen shapes; one trace with unknown dimensions serves them all.
         # Distributed batches have no plain TensorSpec, so there TensorFlow generalizes after a retrace.
         batch_spec = {name: tf.TensorSpec([None, None], tf.int32) for name in ("inputs", "targets")}
+        training_spec = dict(batch_spec)  # guided alignment: training batches carry their links, dev batches not
+        if guided_alignment.is_on(hparams):
+            training_spec[ALIGNMENT] = tf.TensorSpec([None, None, None], tf.bool)
         compile_step = (
             (lambda fn: tf.function(fn, reduce_retracing=True, autograph=False))
             if strategy.num_replicas_in_sync > 1
-            else (lambda fn: tf.function(fn, input_signature=[batch_spec], autograph=False))
+            else (lambda fn: tf.function(fn, input_signature=[training_spec], autograph=False))
         )
         self.train_step = compile_step(self._train_step)
         self.accumulate_step = compile_step(self._accumulate_step)

@@ -43,6 +43,7 @@ from t2t_lite.train import (
     early_stopping,
     evaluation,
     flops,
+    guided_alignment,
     interruption,
     replica_input,
     run_length,
@@ -152,6 +153,8 @@ def train_and_evaluate(
                 f"({problem.filepattern(data_dir, 'train')}). Run t2t-datagen --problem={problem.base_name} "
                 f"--data_dir={data_dir} --tmp_dir=<raw data dir>."
             )
+        if settings.schedule != "evaluate":
+            guided_alignment.check_data(problem, data_dir, hparams)
         source = None
         if settings.warm_start_from:  # checked before anything is built or written
             source = warm_start.source_checkpoint(settings.warm_start_from)
