@@ -244,6 +244,7 @@ class TextProblem(Problem):
             aligned = split == "train" and bool(train_alignments)
             if aligned:
                 pairs = word_alignment.with_links(pairs, train_alignments)
+                report.aligned.append(split)
             drops = report.dropped.setdefault(split, collections.Counter())
             cleaned = datagen.clean_pairs(pairs, drops, self.drop_reason)
             examples = self._encode(split, cleaned, vocabulary, drops, aligned)

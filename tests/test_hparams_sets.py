@@ -33,6 +33,9 @@ BASE = {
     "relu_dropout": 0.0,
     "symbol_dropout": 0.0,
     "label_smoothing": 0.1,
+    "guided_alignment_weight": 0.0,  # guided alignment off; its layer and heads, should it be turned on
+    "guided_alignment_layer": -2,
+    "guided_alignment_heads": 1,
     "learning_rate": 1.0,
     "learning_rate_warmup_steps": 4000,
     "learning_rate_decay_steps": 0,

@@ -152,6 +152,7 @@ def test_datagen_stores_each_kept_pairs_subword_links_and_drops_lines_with_their
     problem.max_subword_length = 64  # the long pair is dropped as too long
     report = datagen.generate(problem, data_dir, str(tmp_dir), train_alignments=alignments)
     assert report.dropped["train"] == {datagen.DROP_EMPTY: 1, datagen.DROP_TOO_LONG: 1}
+    assert "translate_files train: wrote 43 pairs with their subword links (--train_alignments)" in report.summary()
     model_path = os.path.join(data_dir, "vocab.translate_files.model")
     vocabulary = vocabulary_lib.Vocabulary(model_path)
     written = records(data_dir)

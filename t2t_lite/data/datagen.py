@@ -66,6 +66,7 @@ class DatagenReport:
     reused: list = dataclasses.field(default_factory=list)
     missing: list = dataclasses.field(default_factory=list)
     bpe_dropout: dict = dataclasses.field(default_factory=dict)  # split -> (p, copies) when written so
+    aligned: list = dataclasses.field(default_factory=list)  # splits written with word links (--train_alignments)
 
     def summary(self) -> str:
         lines = []
@@ -81,6 +82,8 @@ class DatagenReport:
                 if split in self.bpe_dropout:
                     dropout, copies = self.bpe_dropout[split]
                     sampled = f" ({copies} BPE-dropout segmentations of each, p={dropout})"
+                if split in self.aligned:
+                    sampled += " with their subword links (--train_alignments)"
                 lines.append(
                     f"{self.problem} {split}: wrote {self.written[split]} pairs{sampled}; "
                     f"dropped {sum(dropped.values())}" + (f" ({reasons})." if reasons else ".")
