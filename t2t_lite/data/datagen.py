@@ -3,7 +3,9 @@
 The on-disk format is tensor2tensor's, so its tools and habits carry over:
 `<data_dir>/<problem>-<split>-00000-of-000NN` hold `tf.train.Example`s with int64
 list features `inputs` and `targets`, each ending in EOS (id 1), and the shared
-vocabulary (§5.1) sits beside them as `<data_dir>/vocab.<problem>.model`.
+vocabulary (§5.1) sits beside them as `<data_dir>/vocab.<problem>.model`. With
+`train_alignments` the training records also hold `alignment`, their subword links
+(`t2t_lite.data.word_alignment`).
 A split whose files exist is reused; each split is written to `.incomplete` files
 first and renamed at the end, so an interrupted run leaves nothing that a second run
 would mistake for finished data. A write that fails (a full disk) or is interrupted
