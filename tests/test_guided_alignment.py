@@ -212,7 +212,7 @@ def trained_for(problem, data_dir, hparams, steps):
 
 def test_guidance_moves_the_supervised_head_onto_the_given_links(aligned_reverse_data):
     """40 updates of 256 tokens: the supervised head's weight on the reversal rises well above the unguided
-    model's (0.22 to 0.31 measured; the dev split was never trained on)."""
+    model's (0.16 to 0.33 measured; the dev split was never trained on)."""
     problem = registry.problem("algorithmic_reverse")
     mass = {}
     for weight in (0.0, 1.0):
@@ -221,7 +221,7 @@ def test_guidance_moves_the_supervised_head_onto_the_given_links(aligned_reverse
             trained_for(problem, aligned_reverse_data, hparams, 40), problem, aligned_reverse_data, hparams
         )
     print("attention on the reversal, unguided and guided:", mass)
-    assert mass[1.0] > mass[0.0] + 0.05
+    assert mass[1.0] > mass[0.0] + 0.08
 
 
 def test_the_trainer_trains_with_guidance_from_aligned_shards(aligned_reverse_data, tmp_path):
