@@ -19,6 +19,7 @@ Prints a Markdown table, a row per checkpoint.
 
 import argparse
 import math
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -70,14 +71,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     problem = registry.problem(args.problem)
     hparams = model_loading.load_hparams("", "", args.output_dir)
+    paths = [f"{args.output_dir}/ckpt-{int(step)}" for step in args.checkpoints.split(",")]
+    missing = [path for path in paths if not os.path.exists(path + ".index")]
+    if missing:
+        parser.error(f"--checkpoints: no checkpoint {', '.join(missing)} (give steps the run saved)")
     pairs = split_pairs(problem, args.data_dir, args.split)
     if len(pairs) < 2:
         parser.error(f"--split={args.split}: {len(pairs)} pair(s) in {args.data_dir}; shifting sources needs two")
     print(f"{args.split}: {len(pairs)} pairs")
     print("| checkpoint | NLL, own source | NLL, the next pair's source | difference | encoder output spread |")
     print("|---|---:|---:|---:|---:|")
-    for step in args.checkpoints.split(","):
-        path = f"{args.output_dir}/ckpt-{int(step)}"
+    for path in paths:
+        step = path.rsplit("-", 1)[1]
         model = model_loading.load_model_for_decoding(problem, hparams, args.data_dir, path)
         own, other = nll_per_token(model, pairs), nll_per_token(model, shifted(pairs))
         print(
