@@ -91,7 +91,7 @@ class Problem(abc.ABC):
 
         `alignments`: each example also holds "alignment", bool [len(targets), len(inputs)], True where
         a target subword is linked to a source subword (`t2t_lite.data.word_alignment`); the shards
-        must have been written with `t2t-datagen --train_alignments` (`datagen.has_alignments`).
+        must have been written with `t2t-datagen --train_alignments` (`word_alignment.records_have_links`).
 
         `shuffle_files` (default: only in "train") shuffles the order of the shards
         with `seed`; otherwise shards are read one after another, in file order.
@@ -281,7 +281,7 @@ class TextProblem(Problem):
 
     def _check_aligned_alike(self, files: list, train_alignments: str, data_dir: str) -> None:
         """Alignments given for training shards written without them (a problem with no raw-file record)."""
-        if train_alignments and not datagen.has_alignments(files):
+        if train_alignments and not word_alignment.records_have_links(files):
             raise ValueError(
                 f"--train_alignments: the {self.base_name} training files in --data_dir={data_dir} were written "
                 f"without alignments. Rerun t2t-datagen with --overwrite to write them afresh with the links, or "

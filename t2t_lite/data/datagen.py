@@ -112,16 +112,7 @@ def generate(
     """
     if vocab_from and not hasattr(problem, "adopt_vocabulary"):
         raise ValueError(f"--vocab_from: problem {problem.base_name} has no vocabulary file to take.")
-    extra_files = {}
-    if train_alignments:
-        if not hasattr(problem, "text_pairs"):
-            raise ValueError(
-                f"--train_alignments: problem {problem.base_name} makes no text pairs whose words could be aligned; "
-                f"give it with a translation problem (translate_files, ...)."
-            )
-        if not os.path.isfile(train_alignments):
-            raise FileNotFoundError(f"--train_alignments={train_alignments}: no such file.")
-        extra_files = {"train": [train_alignments]}
+    extra_files = word_alignment.checked_raw_files(problem, train_alignments)
     os.makedirs(data_dir, exist_ok=True)
     os.makedirs(tmp_dir, exist_ok=True)
     record = raw_fingerprint.record_path(data_dir, problem.base_name)
@@ -183,13 +174,6 @@ def complete_shards(data_dir: str, base_name: str, split: str) -> list:
     if files and len(files) == int(shard.search(files[0]).group(1)):
         return files
     return []
-
-
-def has_alignments(files: list) -> bool:
-    """Whether the records of `files` hold subword links (`--train_alignments`): the first record says for all."""
-    for record in tf.data.TFRecordDataset(files[:1]).take(1).as_numpy_iterator():
-        return word_alignment.ALIGNMENT in tf.train.Example.FromString(record).features.feature
-    return False
 
 
 # -- Damaged shards -----------------------------------------------------------------
@@ -265,7 +249,7 @@ def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: in
         _ENCODE_BATCH
     )
     if word_pieces:
-        ids = text.map(lambda batch: _with_words(batch, tokenizer, word_pieces))
+        ids = text.map(lambda batch: word_alignment.with_words(batch, tokenizer, word_pieces))
     else:
         ids = text.map(lambda batch: (tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])))
     for inputs_batch, targets_batch, *aligned in ids.as_numpy_iterator():
@@ -274,28 +258,9 @@ def encode_pairs(pairs, tokenizer, drops: collections.Counter, *, max_length: in
             if max_length and max(len(inputs), len(targets)) > max_length:
                 drops[DROP_TOO_LONG] += 1
             elif aligned:
-                yield inputs, targets, _subword_links(*(column[index] for column in aligned))
+                yield inputs, targets, word_alignment.pair_links(*(column[index] for column in aligned))
             else:
                 yield inputs, targets
-
-
-def _with_words(batch, tokenizer, word_pieces):
-    """A batch of triples' ids, with each id's word (`word_alignment.word_indices`) and the Pharaoh lines."""
-    inputs, targets = tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])
-    source_words = word_alignment.word_indices(inputs.to_tensor(), *word_pieces)
-    target_words = word_alignment.word_indices(targets.to_tensor(), *word_pieces)
-    return inputs, targets, batch, source_words, target_words
-
-
-def _subword_links(triple, source_words, target_words) -> list:
-    source, target, line = (column.decode("utf-8") for column in triple)
-    try:
-        return word_alignment.subword_links(line, source_words, target_words)
-    except ValueError as error:
-        raise word_alignment.AlignmentFileError(
-            f"--train_alignments: the pair {source!r} ||| {target!r}: {error}. Its links cannot be placed on its "
-            f"subwords."
-        ) from None
 
 
 # -- Writing ------------------------------------------------------------------------

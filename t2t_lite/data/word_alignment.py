@@ -21,6 +21,7 @@ Links travel with their pair through datagen's cleaning, so a dropped pair drops
 """
 
 import operator
+import os
 import re
 
 import numpy as np
@@ -165,3 +166,47 @@ def alignment_matrix(links, source_length, target_length, transpose: bool = Fals
     shape = tf.stack([target_length, source_length])
     counts = tf.scatter_nd(positions, tf.ones(tf.shape(positions)[:1], tf.int32), shape)
     return counts > 0
+
+
+def records_have_links(files: list) -> bool:
+    """Whether the records of `files` hold subword links (`--train_alignments`): the first record says for all."""
+    for record in tf.data.TFRecordDataset(files[:1]).take(1).as_numpy_iterator():
+        return ALIGNMENT in tf.train.Example.FromString(record).features.feature
+    return False
+
+
+def with_words(batch, tokenizer, word_pieces):
+    """A batch of triples' ids, with each id's word (`word_indices`) and the Pharaoh lines."""
+    inputs, targets = tokenizer.tokenize(batch[:, 0]), tokenizer.tokenize(batch[:, 1])
+    source_words = word_indices(inputs.to_tensor(), *word_pieces)
+    target_words = word_indices(targets.to_tensor(), *word_pieces)
+    return inputs, targets, batch, source_words, target_words
+
+
+def pair_links(triple, source_words, target_words) -> list:
+    """A training pair's Pharaoh line as subword links; a link that does not fit names the pair."""
+    source, target, line = (column.decode("utf-8") for column in triple)
+    try:
+        return subword_links(line, source_words, target_words)
+    except ValueError as error:
+        raise AlignmentFileError(
+            f"--train_alignments: the pair {source!r} ||| {target!r}: {error}. Its links cannot be placed on its "
+            f"subwords."
+        ) from None
+
+
+def checked_raw_files(problem, train_alignments) -> dict:
+    """{"train": [file]}: `--train_alignments`, once it exists and `problem` makes text pairs; {} without it.
+
+    The file is a raw file of the train split, so the raw-data fingerprint covers it.
+    """
+    if not train_alignments:
+        return {}
+    if not hasattr(problem, "text_pairs"):
+        raise ValueError(
+            f"--train_alignments: problem {problem.base_name} makes no text pairs whose words could be aligned; "
+            f"give it with a translation problem (translate_files, ...)."
+        )
+    if not os.path.isfile(train_alignments):
+        raise FileNotFoundError(f"--train_alignments={train_alignments}: no such file.")
+    return {"train": [train_alignments]}

@@ -23,7 +23,7 @@ A is the attention before dropout (attention_dropout acts on what the values see
 
 import tensorflow as tf
 
-from t2t_lite.data import datagen
+from t2t_lite.data import datagen, word_alignment
 from t2t_lite.data.word_alignment import ALIGNMENT
 
 # log A is taken of at least this: a linked source position the attention gives no weight costs −log(1e-9), not ∞.
@@ -63,7 +63,7 @@ def check_data(problem, data_dir: str, hparams) -> None:
     if not is_on(hparams):
         return
     files = datagen.complete_shards(data_dir, problem.base_name, "train")
-    if files and not datagen.has_alignments(files):
+    if files and not word_alignment.records_have_links(files):
         raise ValueError(
             f"hparam guided_alignment_weight={hparams.guided_alignment_weight} trains toward the training pairs' "
             f"word links, and the {problem.name} training files in --data_dir={data_dir} hold none. Write them "
