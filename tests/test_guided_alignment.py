@@ -122,15 +122,29 @@ def true_link_matrix(inputs, targets):
     return matrix
 
 
-@pytest.mark.parametrize("xla", [False, True])
-def test_training_batches_carry_each_rows_links_padded_as_its_sides(aligned_reverse_data, xla):
+def in_file_order(data_dir, hparams):
+    """One pass over the training batches in file order: both stages of the bucketing, and the padding to bucket
+    shapes under XLA."""
     problem = registry.problem("algorithmic_reverse")
-    hparams = tiny(f"guided_alignment_weight=1,xla_compile={xla}")
-    # One pass in file order: both stages of the bucketing, and the padding to bucket shapes under XLA.
-    once = dict(shuffle=False, repeat=False)
-    plain = input_pipeline.batched_dataset(problem, "train", aligned_reverse_data, tiny(f"xla_compile={xla}"), **once)
-    aligned = input_pipeline.batched_dataset(problem, "train", aligned_reverse_data, hparams, **once)
-    for batch, unaligned in zip(aligned.as_numpy_iterator(), plain.as_numpy_iterator(), strict=True):
+    dataset = input_pipeline.batched_dataset(problem, "train", data_dir, hparams, shuffle=False, repeat=False)
+    return list(dataset.as_numpy_iterator())
+
+
+# Each new pipeline costs a second or two of tf.data's start-up: the tests that only read these share them.
+@pytest.fixture(scope="module")
+def aligned_batches(aligned_reverse_data):
+    """The guided training batches (no XLA) of one pass in file order."""
+    return in_file_order(aligned_reverse_data, tiny("guided_alignment_weight=1"))
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_training_batches_carry_each_rows_links_padded_as_its_sides(aligned_reverse_data, aligned_batches, xla):
+    plain = in_file_order(aligned_reverse_data, tiny(f"xla_compile={xla}"))
+    if xla:
+        aligned = in_file_order(aligned_reverse_data, tiny(f"guided_alignment_weight=1,xla_compile={xla}"))
+    else:
+        aligned = aligned_batches
+    for batch, unaligned in zip(aligned, plain, strict=True):
         np.testing.assert_array_equal(batch["inputs"], unaligned["inputs"])  # the links change no batch
         np.testing.assert_array_equal(batch["targets"], unaligned["targets"])
         assert batch["alignment"].shape == batch["targets"].shape + batch["inputs"].shape[1:]
@@ -150,19 +164,15 @@ def test_guidance_without_aligned_shards_stops_naming_the_hparam_and_the_datagen
 
 
 # -- The training step ---------------------------------------------------------------------------
-def a_batch(aligned_reverse_data):
-    hparams = tiny("guided_alignment_weight=1")
-    dataset = input_pipeline.batched_dataset(
-        registry.problem("algorithmic_reverse"), "train", aligned_reverse_data, hparams, shuffle=False, repeat=False
-    )
-    return next(iter(dataset))
+@pytest.fixture(scope="module")
+def a_batch(aligned_batches):
+    """The first guided training batch in file order, as tensors."""
+    return {name: tf.constant(values) for name, values in aligned_batches[0].items()}
 
 
 @pytest.mark.parametrize("xla", [False, True])
-def test_the_step_adds_weight_times_the_alignment_loss_to_the_cross_entropy_and_nothing_to_the_nll(
-    aligned_reverse_data, xla
-):
-    batch = a_batch(aligned_reverse_data)
+def test_the_step_adds_weight_times_the_alignment_loss_to_the_cross_entropy_and_nothing_to_the_nll(a_batch, xla):
+    batch = a_batch
     keras.utils.set_random_seed(2)
     model = registry.model("transformer")(tiny(), registry.problem("algorithmic_reverse").vocab_size(""))
     plain = train_step._loss_sums(model, batch, tiny(f"xla_compile={xla}"))
@@ -177,8 +187,8 @@ def test_the_step_adds_weight_times_the_alignment_loss_to_the_cross_entropy_and_
     assert float(guided[2]) == float(plain[2])  # the same |T| divides both terms
 
 
-def test_the_guided_step_compiles_under_xla(aligned_reverse_data):
-    batch = a_batch(aligned_reverse_data)
+def test_the_guided_step_compiles_under_xla(a_batch):
+    batch = a_batch
     hparams = tiny("guided_alignment_weight=1,xla_compile=true,num_hidden_layers=1,guided_alignment_layer=0")
     model = registry.model("transformer")(hparams, registry.problem("algorithmic_reverse").vocab_size(""))
     compiled = tf.function(train_step._gradients, jit_compile=True, autograph=False)
@@ -187,9 +197,8 @@ def test_the_guided_step_compiles_under_xla(aligned_reverse_data):
 
 
 # -- Learning the reversal --------------------------------------------------------------------------
-def reversal_mass(model, problem, data_dir, hparams):
+def reversal_mass(model, batch):
     """Mean attention of the supervised head (layer 0, head 0) on the true source of each dev target symbol."""
-    batch = next(input_pipeline.batched_dataset(problem, "dev", data_dir, hparams).as_numpy_iterator())
     _, attention = model.decoder_hidden(batch, return_attention=True)
     weights = attention["encoder_decoder"][0].numpy()[:, 0]
     truth = np.stack([true_link_matrix(i, t) for i, t in zip(batch["inputs"], batch["targets"])])
@@ -214,12 +223,12 @@ def test_guidance_moves_the_supervised_head_onto_the_given_links(aligned_reverse
     """40 updates of 256 tokens: the supervised head's weight on the reversal rises well above the unguided
     model's (0.16 to 0.33 measured; the dev split was never trained on)."""
     problem = registry.problem("algorithmic_reverse")
+    # Dev batches carry no links, whatever the weight: both models are measured on the same first one.
+    dev = next(input_pipeline.batched_dataset(problem, "dev", aligned_reverse_data, tiny()).as_numpy_iterator())
     mass = {}
     for weight in (0.0, 1.0):
         hparams = tiny(f"guided_alignment_weight={weight}")
-        mass[weight] = reversal_mass(
-            trained_for(problem, aligned_reverse_data, hparams, 40), problem, aligned_reverse_data, hparams
-        )
+        mass[weight] = reversal_mass(trained_for(problem, aligned_reverse_data, hparams, 40), dev)
     print("attention on the reversal, unguided and guided:", mass)
     assert mass[1.0] > mass[0.0] + 0.08
 
@@ -227,7 +236,9 @@ def test_guidance_moves_the_supervised_head_onto_the_given_links(aligned_reverse
 def test_the_trainer_trains_with_guidance_from_aligned_shards(aligned_reverse_data, tmp_path):
     """The whole run: the data check, each replica's pipeline with its end marker, the step, the checkpoint."""
     lines = []
-    hparams = tiny("guided_alignment_weight=0.5")
+    # One layer, its own supervised (the default penultimate one needs two): every stage of the run is the same,
+    # and the trainer traces half the layers.
+    hparams = tiny("guided_alignment_weight=0.5,num_hidden_layers=1,guided_alignment_layer=0")
     trainer.train_and_evaluate(
         registry.problem("algorithmic_reverse"),
         hparams,

@@ -43,14 +43,43 @@ def data_dir(tmp_path_factory):
     return directory
 
 
+# The data are 600 examples: a buffer of 1,000 mixes them as 10,000 would, faster.
+SMALL_SHUFFLE_BUFFER = 1000
+
+
 @pytest.fixture(autouse=True)
 def small_shuffle_buffer(monkeypatch):
-    monkeypatch.setattr(input_pipeline, "SHUFFLE_BUFFER", 1000)  # the data are 600 examples: same mixing, faster
+    monkeypatch.setattr(input_pipeline, "SHUFFLE_BUFFER", SMALL_SHUFFLE_BUFFER)
+
+
+def base_hparams():
+    return registry.hparams("transformer_base").replace(batch_size=2048, max_length=256)
 
 
 @pytest.fixture()
 def hparams():
-    return registry.hparams("transformer_base").replace(batch_size=2048, max_length=256)
+    return base_hparams()
+
+
+def one_pass(data_dir, mode, **settings):
+    """The batches of one pass over `mode` (training's shuffled with seed 1), with the small shuffle buffer."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(input_pipeline, "SHUFFLE_BUFFER", SMALL_SHUFFLE_BUFFER)
+        hparams = base_hparams().replace(**settings)
+        return list(batched_dataset(Lengths(), mode, data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
+
+
+# Each pass costs seconds of tf.data's start-up: the tests that only read an epoch's batches share one.
+@pytest.fixture(scope="module")
+def train_epoch(data_dir):
+    """One epoch of training batches (seed 1), shared by the tests that only read it."""
+    return one_pass(data_dir, "train")
+
+
+@pytest.fixture(scope="module")
+def dev_batches(data_dir):
+    """The dev split's batches, shared by the tests that only read them."""
+    return one_pass(data_dir, "dev")
 
 
 def test_bucket_boundaries_are_tensor2tensors():
@@ -145,9 +174,9 @@ def test_a_short_side_is_padded_to_its_own_bucket_not_the_longer_sides(long_side
     assert [(b[long_side].shape, b[short_side].shape) for b in batches] == [((5, 103), (5, 12))]
 
 
-def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(data_dir, hparams):
+def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(train_epoch, hparams):
     # Every partial batch takes a whole optimizer step; with few keys, few of them exist.
-    batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
+    batches = train_epoch
     lengths, sizes = bucket_lengths(hparams), bucket_batch_sizes(hparams)
     partial = [
         b for b in batches if len(b["inputs"]) < sizes[lengths.index(max(b["inputs"].shape[1], b["targets"].shape[1]))]
@@ -156,23 +185,19 @@ def test_an_epoch_ends_with_at_most_one_partial_batch_per_bucket(data_dir, hpara
     assert len(partial) == len(keys)
 
 
-def test_padding_efficiency_on_generated_data(data_dir, hparams):
-    batches = list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False).as_numpy_iterator())
+def test_padding_efficiency_on_generated_data(train_epoch):
+    batches = train_epoch
     real = sum(int((b["inputs"] > 0).sum() + (b["targets"] > 0).sum()) for b in batches)
     padded = sum(b["inputs"].size + b["targets"].size for b in batches)
     assert sum(len(b["inputs"]) for b in batches) == 600
     assert real / padded >= 0.9
 
 
-def test_one_epoch_batches_every_example_exactly_once(data_dir, hparams):
+def test_one_epoch_batches_every_example_exactly_once(data_dir, train_epoch):
     def rows(batch):
         return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"])]
 
-    batched = [
-        row
-        for batch in batched_dataset(Lengths(), "train", data_dir, hparams, seed=3, repeat=False).as_numpy_iterator()
-        for row in rows(batch)
-    ]
+    batched = [row for batch in train_epoch for row in rows(batch)]
     examples = [
         (tuple(e["inputs"]), tuple(e["targets"]))
         for e in Lengths().dataset("train", data_dir).as_numpy_iterator()
@@ -197,10 +222,10 @@ def test_training_drops_long_examples_and_logs_the_count_once(data_dir, hparams,
     assert counts == [("7", "607")]  # every pass drops the same 7: said after the first only
 
 
-def test_the_trainers_epochs_say_the_drop_line_once(data_dir, hparams, capfd):
+def test_the_trainers_epochs_say_the_drop_line_once(data_dir, train_epoch, hparams, capfd):
     """The trainer reads epoch after epoch, each a new pass (and dataset) over the same files: one line in all."""
     batches = replica_input.TrainingBatches(Lengths(), data_dir, hparams, 1, tf.distribute.get_strategy())
-    one_epoch = len(list(batched_dataset(Lengths(), "train", data_dir, hparams, seed=1, repeat=False)))
+    one_epoch = len(train_epoch)
     capfd.readouterr()
     for _ in range(3 * one_epoch):
         batches.next()
@@ -251,8 +276,8 @@ def test_only_trailing_padding_is_stripped():
     ]
 
 
-def test_dev_keeps_long_examples_in_a_fixed_order(data_dir, hparams):
-    first = list(batched_dataset(Lengths(), "dev", data_dir, hparams).as_numpy_iterator())
+def test_dev_keeps_long_examples_in_a_fixed_order(data_dir, dev_batches, hparams):
+    first = dev_batches
     second = list(batched_dataset(Lengths(), "dev", data_dir, hparams).as_numpy_iterator())
     assert sum(len(b["inputs"]) for b in first) == 203
     assert max(b["inputs"].shape[1] for b in first) > 256
@@ -277,7 +302,7 @@ def test_replicas_multiply_the_batch(data_dir, hparams):
     assert len(batch["inputs"]) == 2 * (2048 // length)
 
 
-def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, hparams):
+def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, train_epoch, dev_batches, hparams):
     """XLA compiles the step once per shape: both sides padded to the longer side's bucket, rows to its batch size.
 
     The batches hold the same examples as without XLA, in the same order; only padding (id 0)
@@ -292,7 +317,7 @@ def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, hparams)
     def examples(batch):
         return [(tuple(i[i > 0]), tuple(t[t > 0])) for i, t in zip(batch["inputs"], batch["targets"]) if t.any()]
 
-    plain, padded = epoch(hparams), epoch(xla)
+    plain, padded = train_epoch, epoch(xla)
     assert {(b["inputs"].shape, b["targets"].shape) for b in padded} <= {
         ((s, n), (s, n)) for s, n in zip(sizes, lengths)
     }
@@ -300,5 +325,6 @@ def test_under_xla_training_batches_take_one_shape_per_bucket(data_dir, hparams)
     assert any(
         len(before["inputs"]) < len(after["inputs"]) for before, after in zip(plain, padded)
     )  # whole rows were added
+    dev_under_xla = epoch(xla, "dev")
     for name in ("inputs", "targets"):  # dev is not compiled: its batches stay as they were
-        assert [b[name].tolist() for b in epoch(xla, "dev")] == [b[name].tolist() for b in epoch(hparams, "dev")]
+        assert [b[name].tolist() for b in dev_under_xla] == [b[name].tolist() for b in dev_batches]

@@ -156,11 +156,33 @@ def logged_losses(output_dir):
     return logged_scalars(output_dir)
 
 
-def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path, monkeypatch):
+def as_earlier_versions_saved(run, step, output_dir):
+    """A run directory holding `run`'s ckpt-`step` as earlier versions saved it: data_epoch and data_batches_taken
+    scalars (one pipeline), every other tensor as it is; its hparams, and no event file, so that the losses logged
+    there are only those of the run resumed from it."""
+    os.mkdir(output_dir)
+    for name in ("hparams.json", "problem.json"):
+        shutil.copy(os.path.join(run, name), output_dir)
+    saved = tf.train.load_checkpoint(os.path.join(run, f"ckpt-{step}"))
+    dtypes = saved.get_variable_to_dtype_map()
+    scalars = {f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE" for name in ("epoch", "batches_taken")}
+    names = sorted(dtypes)
+    tensors = [
+        tf.constant(saved.get_tensor(name).reshape(()) if name in scalars else saved.get_tensor(name), dtypes[name])
+        for name in names
+    ]
+    prefix = os.path.join(output_dir, f"ckpt-{step}")
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names), tensors=tensors)
+    tf.compat.v1.train.update_checkpoint_state(output_dir, f"ckpt-{step}")
+
+
+def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path):
     """Earlier versions saved scalar data_epoch / data_batches_taken; such a checkpoint continues the run.
 
     Batches of 512 tokens: one epoch of the four files (700 examples) is 12 batches, so the run saved
-    at step 8 is inside epoch 0 and its resumption to step 16 goes on into epoch 1, in few steps.
+    at step 8 is inside epoch 0 and its resumption to step 16 goes on into epoch 1, in few steps. The
+    earlier version's checkpoint is the uninterrupted run's ckpt-8 with its positions made scalars: the
+    same state a run of that version saves (one pipeline's epoch and batches taken), one training run fewer.
     """
 
     def train(output_dir, train_steps):
@@ -179,24 +201,13 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
 
     reference = str(tmp_path / "reference")
     train(reference, 16)
-
-    class ScalarPositions(replica_input.TrainingBatches):
-        """The checkpoint variables as earlier versions had them: one scalar each."""
-
-        def __init__(self, *args):
-            super().__init__(*args)
-            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_epoch")
-            self.batches_taken = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_batches_taken")
-
-        def record_positions(self):
-            if self._tags is not None:  # one replica: [[replica 0, epoch, batches taken]]
-                self.epoch.assign(self._tags[0, 1])
-                self.batches_taken.assign(self._tags[0, 2])
+    positions = tf.train.load_checkpoint(os.path.join(reference, "ckpt-8"))
+    assert [
+        positions.get_tensor(f"data_{name}/.ATTRIBUTES/VARIABLE_VALUE").tolist() for name in ("epoch", "batches_taken")
+    ] == [[0], [8]]
 
     output_dir = str(tmp_path / "run")
-    with monkeypatch.context() as patched:
-        patched.setattr(replica_input, "TrainingBatches", ScalarPositions)
-        train(output_dir, 8)
+    as_earlier_versions_saved(reference, 8, output_dir)
     saved = tf.train.load_checkpoint(os.path.join(output_dir, "ckpt-8"))
     assert saved.get_variable_to_shape_map()["data_epoch/.ATTRIBUTES/VARIABLE_VALUE"] == []
     assert saved.get_tensor("data_batches_taken/.ATTRIBUTES/VARIABLE_VALUE") == 8
@@ -205,6 +216,7 @@ def test_a_checkpoint_of_earlier_versions_resumes_exactly(marked_data, tmp_path,
         "data_epoch/.ATTRIBUTES/VARIABLE_VALUE"
     ).tolist() == [1]  # the resumed run went on into the next epoch
     resumed, expected = logged_losses(output_dir), logged_losses(reference)
+    assert sorted(resumed) == list(range(9, 17))  # all logged by the resumed run
     np.testing.assert_allclose([resumed[s] for s in range(9, 17)], [expected[s] for s in range(9, 17)], rtol=1e-5)
 
 
