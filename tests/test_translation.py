@@ -259,12 +259,25 @@ def test_cli_writes_one_attention_page(either_trained, tmp_path):
                     assert not np.triu(weights, k=1).any()
 
 
-def test_cli_writes_the_attention_pngs_on_request(trained, tmp_path):
-    _, _, data_dir, output_dir = trained
+@pytest.fixture(scope="module")
+def two_headed(tmp_path_factory):
+    """`random_run` of HPARAMS with 2 heads, not 4: a PNG per layer, head and kind costs a quarter of a second to
+    draw, and two layers of two heads each are enough to see that every layer and every head gets its own."""
+    return random_run(tmp_path_factory.mktemp("two_headed_decoder"), HPARAMS.replace(num_heads=2))
+
+
+def test_cli_writes_the_attention_pngs_on_request(two_headed, tmp_path):
+    _, _, data_dir, output_dir = two_headed
     run_decoder(*attention_decoder_flags(data_dir, output_dir, tmp_path), "--attention_pngs")
-    # 2 layers x 4 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
+    # 2 layers x 2 heads x 3 kinds (encoder self, decoder self, encoder-decoder) per sentence.
     for sentence in ("sentence_0000", "sentence_0001"):
-        assert len(list((tmp_path / "attention" / sentence).glob("*.png"))) == 2 * 4 * 3
+        names = sorted(path.name for path in (tmp_path / "attention" / sentence).glob("*.png"))
+        assert names == sorted(
+            f"{kind}_layer{layer}_head{head}.png"
+            for kind in ("encoder_self", "decoder_self", "encoder_decoder")
+            for layer in range(2)
+            for head in range(2)
+        )
 
 
 def test_cli_names_the_lines_it_cut_and_the_length_kept(trained, tmp_path, capsys):
