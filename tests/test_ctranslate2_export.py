@@ -11,7 +11,6 @@ on a trained model is a figure in docs/results.md, not a test.
 """
 
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -41,6 +40,7 @@ from test_export import (  # noqa: E402
     RELATIVE_TINY,
     STEP,
     TINY,
+    build_relative_export,
     build_trained_export,
     padded,
     python_random_seed,
@@ -271,8 +271,7 @@ def test_export_layout_and_config(trained_export):
 @pytest.fixture(scope="module")
 def relative_trained_export(built_once, tmp_path_factory):
     """test_export's transformer_relative_tiny twin (distances clipped at ±4), exported by t2t-exporter."""
-    build = functools.partial(build_trained_export, hparams_set=RELATIVE_SET, overrides=RELATIVE_TINY)
-    root, base = built_once("trained_export_relative", build), tmp_path_factory.mktemp("ct2_relative")
+    root, base = built_once("trained_export_relative", build_relative_export), tmp_path_factory.mktemp("ct2_relative")
     run_exporter(
         [
             "--problem=translate_files",
@@ -343,10 +342,25 @@ def test_an_empty_target_scores_as_ctranslate2s_score_batch_scores_it(trained_ex
     np.testing.assert_allclose(written, [float(other.sum()) for other in theirs], atol=1e-4, rtol=0)
 
 
+@pytest.fixture(scope="module")
+def quantized_version(trained_export, tmp_path_factory):
+    """`quantized_version(quantization)`: the version directory of `trained_export`'s checkpoint exported by
+    t2t-exporter with --ct2_quantization, once per module and type: the two tests of a type only read it."""
+    versions = {}
+
+    def version_of(quantization):
+        if quantization not in versions:
+            export_dir = tmp_path_factory.mktemp(f"ct2_{quantization}")
+            run_exporter(trained_export["flags"] + [f"--export_dir={export_dir}", f"--ct2_quantization={quantization}"])
+            versions[quantization] = str(export_dir / str(STEP))
+        return versions[quantization]
+
+    return version_of
+
+
 @pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)
-def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantization, trained_export, tmp_path):
-    run_exporter(trained_export["flags"] + [f"--export_dir={tmp_path}", f"--ct2_quantization={quantization}"])
-    version = str(tmp_path / str(STEP))
+def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantization, trained_export, quantized_version):
+    version = quantized_version(quantization)
     float32_size = os.path.getsize(os.path.join(trained_export["version"], "model.bin"))
     size = os.path.getsize(os.path.join(version, "model.bin"))
     assert size < 0.9 * float32_size  # the matrices shrink (the positions table stays float32 with int8, int16)
@@ -367,9 +381,10 @@ def test_quantized_exports_store_their_type_and_keep_the_scores_close(quantizati
     reason="no VNNI or AMX: CTranslate2's int8 products saturate here (docs/decoding-and-serving.md, CTranslate2)",
 )
 @pytest.mark.parametrize("quantization", ctranslate2_export.QUANTIZATIONS)
-def test_quantized_exports_keep_the_scores_close_in_their_own_compute_type(quantization, trained_export, tmp_path):
-    run_exporter(trained_export["flags"] + [f"--export_dir={tmp_path}", f"--ct2_quantization={quantization}"])
-    version = str(tmp_path / str(STEP))
+def test_quantized_exports_keep_the_scores_close_in_their_own_compute_type(
+    quantization, trained_export, quantized_version
+):
+    version = quantized_version(quantization)
     runs_int8 = ctranslate2.Translator(version, device="cpu").compute_type.startswith("int8")
     int16_as_int8 = quantization == "int16" and "int16" not in ctranslate2.get_supported_compute_types("cpu")
     assert runs_int8 == (quantization.startswith("int8") or int16_as_int8)
@@ -515,11 +530,19 @@ def test_return_attention_merged_into_words_gives_t2t_decoders_alignment(trained
     assert any(ours.alignments[0] for ours in decoded)
 
 
+@pytest.fixture(scope="module")
+def random_run(data_dir, tmp_path_factory):
+    """A directory with `exported`'s random model as ckpt-1 in train/, made once per module: the tests that export
+    that checkpoint again (killed, on a full disk) only read it."""
+    root = tmp_path_factory.mktemp("ct2_random_run")
+    exported(root, data_dir, "")
+    return root
+
+
 @pytest.mark.parametrize("killed_in", ["copyfile", "dump"])  # model.bin saved; the vocabulary copied too
 def test_a_killed_export_leaves_no_version_and_the_next_export_removes_its_staging_in_one_line(
-    data_dir, tmp_path, monkeypatch, capsys, killed_in
+    data_dir, random_run, tmp_path, monkeypatch, capsys, killed_in
 ):
-    exported(tmp_path, data_dir, "")  # ckpt-1 in tmp_path/train
     export_dir, killed = tmp_path / "export_killed", str(tmp_path / "killed")
     export_dir.mkdir()
     copies = types.SimpleNamespace(copyfile=shutil.copyfile, rmtree=shutil.rmtree)
@@ -529,24 +552,23 @@ def test_a_killed_export_leaves_no_version_and_the_next_export_removes_its_stagi
     owner = copies if killed_in == "copyfile" else records
     kill_points.kill_at(monkeypatch, owner, killed_in, str(export_dir), killed)
     with pytest.raises(kill_points.Killed):
-        export_into(tmp_path, data_dir, str(export_dir))
+        export_into(random_run, data_dir, str(export_dir))
     monkeypatch.undo()
     (staging,) = os.listdir(killed)
     assert staging.startswith(".1.incomplete-")  # hidden, not a version: servers and tools never read it
     capsys.readouterr()
-    version = export_into(tmp_path, data_dir, killed)
+    version = export_into(random_run, data_dir, killed)
     assert (
         capsys.readouterr().err == f"Removed {staging} from {killed}: left unfinished by an interrupted t2t-exporter.\n"
     )
     assert os.listdir(killed) == ["1"] and ctranslate2.Translator(version, device="cpu")
 
 
-def test_an_export_on_a_full_disk_stops_naming_the_file_and_leaves_nothing(data_dir, tmp_path, small_disk):
-    exported(tmp_path, data_dir, "")
+def test_an_export_on_a_full_disk_stops_naming_the_file_and_leaves_nothing(data_dir, random_run, small_disk):
     export_dir = str(small_disk / "export")
     filler = full_disk.fill(small_disk, leave=16 * 1024)
     with pytest.raises(Exception) as error:
-        export_into(tmp_path, data_dir, export_dir)
+        export_into(random_run, data_dir, export_dir)
     message = tool_process.disk_full_message(error.value)
     assert message is not None, error.value
     assert (
@@ -554,16 +576,16 @@ def test_an_export_on_a_full_disk_stops_naming_the_file_and_leaves_nothing(data_
     )
     assert os.listdir(export_dir) == []
     os.remove(filler)
-    assert os.listdir(export_into(tmp_path, data_dir, export_dir))
+    assert os.listdir(export_into(random_run, data_dir, export_dir))
 
 
-def export_into(tmp_path, data_dir, export_dir):
-    """The ckpt-1 that `exported` saved in tmp_path/train, exported again into export_dir."""
+def export_into(run, data_dir, export_dir):
+    """The ckpt-1 that `exported` saved in run/train (`random_run`), exported again into export_dir."""
     return ctranslate2_export.export_ctranslate2(
         registry.problem("translate_files"),
         registry.hparams("transformer_tiny").override(SMALL),
         data_dir,
-        str(tmp_path / "train"),
+        str(run / "train"),
         export_dir,
         decode_overrides=f"extra_length={EXTRA_LENGTH}",
     )

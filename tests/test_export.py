@@ -7,7 +7,6 @@ length limit; the export is written once per module by the `t2t-exporter` tool i
 """
 
 import contextlib
-import functools
 import json
 import os
 import random
@@ -15,6 +14,7 @@ import re
 import subprocess
 import sys
 
+import forkserver
 import full_disk
 import keras
 import numpy as np
@@ -94,8 +94,8 @@ def run_exporter(argv):
     t2t_exporter.main([])
 
 
-def build_trained_export(root, hparams_set="transformer_tiny", overrides=TINY):
-    """Train the word-reversal model and export it with `t2t-exporter`, under root."""
+def build_trained_export(root, hparams_set="transformer_tiny", overrides=TINY, decode=None):
+    """Train the word-reversal model and export it with `t2t-exporter` (DECODE plus `decode`), under root."""
     problem = registry.problem("translate_files")
     vocab = vocabulary.train_vocabulary(
         random_sentences(seed=1, count=300, max_words=12), os.path.join(root / "data", problem.vocab_filename()), 400
@@ -105,11 +105,11 @@ def build_trained_export(root, hparams_set="transformer_tiny", overrides=TINY):
     optimizer = train_word_reversal(model, vocab, STEP)
     # A training checkpoint with the optimizer's state, which the export must leave out.
     checkpoints.checkpoint_manager(checkpoints.training_checkpoint(model, optimizer), str(root / "train"), 2).save(STEP)
-    run_exporter(exporter_flags(root, hparams_set, overrides))
+    run_exporter(exporter_flags(root, hparams_set, overrides, decode))
 
 
-def exporter_flags(root, hparams_set="transformer_tiny", overrides=TINY):
-    """The t2t-exporter command line of the module's export."""
+def exporter_flags(root, hparams_set="transformer_tiny", overrides=TINY, decode=None):
+    """The t2t-exporter command line of the module's export (DECODE plus `decode`)."""
     return [
         "--problem=translate_files",
         f"--data_dir={root / 'data'}",
@@ -117,7 +117,7 @@ def exporter_flags(root, hparams_set="transformer_tiny", overrides=TINY):
         f"--export_dir={root / 'export'}",
         f"--hparams_set={hparams_set}",
         f"--hparams={overrides}",
-        decode_flag(),
+        decode_flag(**(decode or {})),
     ]
 
 
@@ -133,12 +133,12 @@ def export_again(setup, export_dir, **settings):
     return os.path.join(export_dir, str(STEP))
 
 
-def trained_setup(root, hparams_set="transformer_tiny", overrides=TINY):
+def trained_setup(root, hparams_set="transformer_tiny", overrides=TINY, decode=None):
     problem, hparams = registry.problem("translate_files"), registry.hparams(hparams_set).override(overrides)
     data_dir, train_dir = str(root / "data"), str(root / "train")
     return {
         "version_dir": os.path.join(root, "export", str(STEP)),
-        "flags": exporter_flags(root, hparams_set, overrides),
+        "flags": exporter_flags(root, hparams_set, overrides, decode),
         "vocab": problem.vocabulary(data_dir),
         "root": root,
         "hparams": hparams,
@@ -153,15 +153,24 @@ def setup(built_once):
 
 
 # The same model and training with Shaw et al.'s relative positions instead of sinusoids (tensor2tensor's set),
-# distances clipped to ±4 so that the sentences (up to 12 subwords, + 4 when decoding) clip them.
+# distances clipped to ±4 so that the sentences (up to 12 subwords, + 4 when decoding) clip them. Its export
+# also writes alignments: the signatures' other outputs are computed as without them, so the relative tests
+# and the write_alignment tests read one export instead of exporting the checkpoint once more.
 RELATIVE_SET, RELATIVE_TINY = "transformer_relative_tiny", TINY + ",max_relative_position=4"
+RELATIVE_DECODE = {"write_alignment": "true"}
+
+
+def build_relative_export(root):
+    """`build_trained_export` of the relative twin (test_ctranslate2_export builds it with this too)."""
+    build_trained_export(root, RELATIVE_SET, RELATIVE_TINY, RELATIVE_DECODE)
 
 
 @pytest.fixture(scope="module")
 def relative_setup(built_once):
-    """The relative twin of `setup`: trained and exported once per test run (test_ctranslate2_export uses it)."""
-    build = functools.partial(build_trained_export, hparams_set=RELATIVE_SET, overrides=RELATIVE_TINY)
-    return trained_setup(built_once("trained_export_relative", build), RELATIVE_SET, RELATIVE_TINY)
+    """The relative twin of `setup`, exported with write_alignment: trained and exported once per test run
+    (test_ctranslate2_export uses it)."""
+    root = built_once("trained_export_relative", build_relative_export)
+    return trained_setup(root, RELATIVE_SET, RELATIVE_TINY, RELATIVE_DECODE)
 
 
 @pytest.fixture(scope="module")
@@ -324,9 +333,14 @@ def test_ids_signature_and_graph_mode_session(served, setup):
 
 
 def test_saved_model_cli_lists_both_signatures(setup):
+    # TensorFlow's own CLI, its console script run by a forked Python (tests/forkserver.py): the same code as
+    # `saved_model_cli`, without a fresh process' import of TensorFlow.
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    process = subprocess.run(
-        [cli, "show", "--all", "--dir", setup["version_dir"]], capture_output=True, text=True, timeout=120
+    process = forkserver.run(
+        [sys.executable, cli, "show", "--all", "--dir", setup["version_dir"]],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert process.returncode == 0, process.stderr[-3000:]
     text = " ".join(process.stdout.split())
@@ -348,7 +362,7 @@ def test_saved_model_cli_lists_both_signatures(setup):
     assert "outputs['token_scores'] tensor_info: dtype: DT_FLOAT shape: (-1, -1)" in section
 
 
-def test_layout_assets_and_variables(setup):
+def test_layout_assets_and_variables(setup, loaded_version):
     version_dir = setup["version_dir"]
     assert sorted(os.listdir(os.path.dirname(version_dir))) == [str(STEP)]  # no staging left behind
     assert sorted(os.listdir(os.path.join(version_dir, "assets"))) == ["t2t_export.json", "vocab.translate_files.model"]
@@ -363,7 +377,7 @@ def test_layout_assets_and_variables(setup):
     assert config["decode_hparams"] == {**DECODE, "xla": False, "quantize": "", **sampling, **alignment}
     assert config["xla_buckets"] is None
     assert config["hparams"] == json.loads(setup["hparams"].to_json())
-    loaded = tf.saved_model.load(version_dir)
+    loaded = loaded_version(version_dir)
     assert sorted(config["signatures"]) == sorted(loaded.signatures)
     for name, signature in config["signatures"].items():  # the record lists every input and output the graph has
         function = loaded.signatures[name]
@@ -773,16 +787,11 @@ def test_a_quantized_export_keeps_the_trained_translations(quantized, setup):
     ]
 
 
-@pytest.fixture(scope="module")
-def aligning_export(setup, built_once):
-    """The module's checkpoint exported with write_alignment=true, loaded."""
-    root = built_once(
-        "trained_export_alignments", lambda path: export_again(setup, str(path / "export"), write_alignment="true")
-    )
-    return tf.saved_model.load(os.path.join(root, "export", str(STEP)))
-
-
-def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_translation(setup, aligning_export):
+def test_an_export_with_write_alignment_returns_the_decoders_links_beside_each_translation(
+    relative_setup, loaded_version
+):
+    """The relative export, written with write_alignment=true (RELATIVE_DECODE)."""
+    setup, aligning_export = relative_setup, loaded_version(relative_setup["version_dir"])
     sentences = random_sentences(seed=23, count=6) + ["", long_sentence()]
     served = aligning_export.signatures["serving_default"](inputs=tf.constant(sentences + [b"\xff bad"]))
     settings = decode_settings.DecodeHParams.of(
