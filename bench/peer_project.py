@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/peer_project.py --preset base [--xla] [--activation_dtype bfloat16] [--out FILE]
     .venv/bin/python bench/peer_project.py --preset base --savedmodel       # the exported SavedModel, decode only
+    .venv/bin/python bench/peer_project.py --preset tiny --savedmodel --savedmodel_ids_only  # translate_ids alone
     .venv/bin/python bench/peer_project.py --preset base --xla --quantize int8 --skip-train   # int8 products
     .venv/bin/python bench/peer_project.py --preset base --xla --quantize bfloat16 --skip-train   # bfloat16 weights
     .venv/bin/python bench/peer_project.py --preset base --ctranslate2 int8  # our model converted to CTranslate2
@@ -32,7 +33,9 @@ What is timed is what a user gets:
     appends EOS to each row (21 ids, one more than the peers read) and decodes with EOS
     fixed, so the row reaches 30 tokens through extra_length = 9 and weights under which
     EOS is never chosen (`without_eos`); it checks that every hypothesis has 30 tokens and
-    equals `batch_decoding.decode_batch` on the same model.
+    equals `batch_decoding.decode_batch` on the same model. `--savedmodel_ids_only` saves that
+    signature alone (no other signature, asset or warm-up file): the same search, checked the
+    same way, without tracing and loading the signatures the row never calls (a quicker check);
   * `--ctranslate2 float32|int8`: the same model converted by t2t_lite/serve/ctranslate2_export.py
     (what `t2t-exporter --export_format=ctranslate2` writes, minus the checkpoint; the float32
     weights as trained, loaded with that compute_type) and decoded by CTranslate2's
@@ -294,10 +297,11 @@ def made_up_vocabulary(path):
     return vocabulary.train_vocabulary(sentences, path, 500)
 
 
-def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize=""):
+def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize="", ids_only=False):
     """Writes the SavedModel that decodes the peers' 20 ids to 30 tokens; returns whether it decodes with XLA.
 
-    translate_ids appends EOS (21 ids), and a row may emit its input length + extra_length.
+    translate_ids appends EOS (21 ids), and a row may emit its input length + extra_length. `ids_only`: that
+    signature alone (`save_translate_ids`), instead of everything t2t-exporter writes.
     """
     # max_input_length: the 21 ids it is given, so the XLA export compiles the buckets of length 16
     # and 24 only (the default 256 adds 32, 48, ... 256: minutes of tracing and GBs for shapes never used).
@@ -316,17 +320,27 @@ def export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize
         "decode_hparams": dataclasses.asdict(settings),
         "hparams": json.loads(hparams.to_json()),
     }
-    export.write_saved_model(
-        export.serving_module(model, vocab, settings),
-        config,
-        vocab.model_path,
-        export.warmup_requests(vocab, settings),
-        path,
-    )
+    module = export.serving_module(model, vocab, settings)
+    if ids_only:
+        save_translate_ids(module, path)
+    else:
+        export.write_saved_model(module, config, vocab.model_path, export.warmup_requests(vocab, settings), path)
     return xla
 
 
-def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
+def save_translate_ids(module, path):
+    """The serving module's weights and translate_ids signature alone, saved as write_saved_model saves them.
+
+    tf.saved_model.save traces every function a module holds, so the signatures the row never calls are left out
+    of the module saved, not only of its signatures.
+    """
+    lean = tf.Module(name=module.name)
+    lean.model_weights = module.model_weights
+    lean.translate_ids = module.translate_ids
+    tf.saved_model.save(lean, path, signatures={export.IDS_SIGNATURE: module.translate_ids})
+
+
+def time_savedmodel(model, hparams, cfg, modes, scratch, quantize="", ids_only=False):
     """pc.time_decode of the export's translate_ids signature (one export per mode), each output checked.
 
     Returns ({mode: result}, whether the export decodes with XLA).
@@ -338,7 +352,7 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
     for name in modes:
         beam_size, path = beam_sizes[name], os.path.join(scratch, f"export_{name}")
         pc.log(f"[t2t_lite {cfg['preset']}] SavedModel export and {name} decoding ...")
-        xla = export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize)
+        xla = export_as_peers_decode(model, hparams, cfg, beam_size, vocab, path, quantize, ids_only)
         translate_ids = tf.saved_model.load(path).signatures[export.IDS_SIGNATURE]
         last = []  # the ids of the latest call: the timed calls decode `source`, so the last one's are checked
 
@@ -378,14 +392,14 @@ def time_savedmodel(model, hparams, cfg, modes, scratch, quantize=""):
     return results, xla
 
 
-def savedmodel_row(hparams, cfg, modes, seed, quantize="") -> dict:
+def savedmodel_row(hparams, cfg, modes, seed, quantize="", ids_only=False) -> dict:
     """The figures of the exported SavedModel, decode only, on the preset's model with random weights."""
     keras.utils.set_random_seed(seed)
     model = model_info.build_model(hparams, cfg["vocab_size"])
     without_eos(model)
     quantization.quantize_for_decoding(model, quantize)  # what export_model does after restoring
     with tempfile.TemporaryDirectory() as scratch:
-        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch, quantize)
+        decode, xla = time_savedmodel(model, hparams, cfg, modes, scratch, quantize, ids_only)
     return {
         "params": int(model.count_params()),
         "train": None,
@@ -495,6 +509,11 @@ def extra_flags(parser):
         "--savedmodel", action="store_true", help="only decode, with the exported SavedModel's translate_ids signature"
     )
     parser.add_argument(
+        "--savedmodel_ids_only",
+        action="store_true",
+        help="with --savedmodel: export the translate_ids signature alone, the one the row calls",
+    )
+    parser.add_argument(
         "--ctranslate2",
         default="",
         choices=("", "float32", "int8"),
@@ -531,6 +550,8 @@ def main():
             "bench/peer_project.py: --savedmodel decodes with the export's own settings (XLA where export.py "
             "has it); run it without --memory, --matmul_bound, --xla and --activation_dtype."
         )
+    if args.savedmodel_ids_only and not args.savedmodel:
+        sys.exit("bench/peer_project.py: --savedmodel_ids_only is an option of --savedmodel; give both.")
     if args.ctranslate2 and (args.memory or args.matmul_bound or args.xla or args.savedmodel or args.quantize):
         sys.exit(
             "bench/peer_project.py: --ctranslate2 decodes with CTranslate2 alone; run it without --memory, "
@@ -571,7 +592,7 @@ def main():
         return
     modes = [mode.strip() for mode in args.decode.split(",") if mode.strip()]
     if args.savedmodel:
-        result.update(savedmodel_row(hparams, cfg, modes, args.seed, args.quantize))
+        result.update(savedmodel_row(hparams, cfg, modes, args.seed, args.quantize, args.savedmodel_ids_only))
         pc.emit(result, args.out)
         return
     if args.ctranslate2:
