@@ -45,7 +45,9 @@ def test_a_warm_start_takes_the_weights_and_starts_optimizer_step_and_schedule_a
 ):
     """From a run directory (its latest, ckpt-8): ckpt-0 of the new run holds exactly ckpt-8's model weights,
     step 0 and zero Adam moments; the first update uses eq. 3 at step 1; the source is never written; the
-    changed dropout is recorded; the same command again resumes the new run, not the source."""
+    changed dropout is recorded; the same command again resumes the new run, not the source (which
+    checkpoint a run restores is decided before its first update, so the rerun ends where it starts,
+    without tracing an update again; that a resumed run trains on exactly: test_trainer.py)."""
     before = file_hashes(reference_run)
     output_dir, lines = str(tmp_path / "fine_tuned"), []
     overrides = SMALL + ",layer_prepostprocess_dropout=0.3"
@@ -74,11 +76,12 @@ def test_a_warm_start_takes_the_weights_and_starts_optimizer_step_and_schedule_a
     }
     assert json.load(open(os.path.join(output_dir, "hparams.json")))["layer_prepostprocess_dropout"] == 0.3
 
-    lines.clear()  # the same command with more steps: its own ckpt-2, not the source's ckpt-8
-    train(reverse_data, output_dir, overrides, train_steps=4, warm_start_from=reference_run, log=lines.append)
+    lines.clear()  # the same command again: its own ckpt-2, not the source's ckpt-8
+    train(reverse_data, output_dir, overrides, train_steps=2, warm_start_from=reference_run, log=lines.append)
     assert f"Restored {os.path.join(output_dir, 'ckpt-2')} (step 2)." in lines
     assert not any(line.startswith("Warm start") for line in lines)
-    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-4")
+    assert tf.train.latest_checkpoint(output_dir).endswith("ckpt-2")
+    assert json.load(open(os.path.join(output_dir, warm_start.RECORD_FILE)))["source_step"] == 8
     assert file_hashes(reference_run) == before
 
 
