@@ -73,9 +73,11 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline", choices=sorted(BASELINES), required=True)
     parser.add_argument("--problem", required=True, help="the parsing problem whose training trees are learned from")
     parser.add_argument("--data_dir", required=True, help="t2t-datagen's --data_dir of that problem")
+    parser.add_argument("--t2t_usr_dir", default="", help="a package registering the problem, as the t2t tools take it")
     parser.add_argument("--inputs", required=True, help="sentences, one per line (t2t-decoder's .inputs file)")
     parser.add_argument("--output", required=True, help="where the linearized trees go, one per input line")
     args = parser.parse_args(argv)
+    registry.import_usr_dir(args.t2t_usr_dir)
 
     parse = BASELINES[args.baseline](training_trees(registry.problem(args.problem), args.data_dir))
     sentences = text_lines.read_lines(args.inputs)

@@ -16,7 +16,10 @@
 # Knobs (environment): WORK (default ./parsing-run), PROBLEM (parsing_wsj4k; parsing_wsj is §6.3's 16K
 # vocabulary), HPARAMS_SET (transformer_parsing_small), HPARAMS (overrides, "k=v,..."), TRAIN_STEPS
 # (2000, the recipe's), SEED (1), SAVE_STEPS (500), LOCAL_EVAL_FREQUENCY (500), BEAMS ("21 4 1": the
-# test split's beam sizes; the first is also used on dev), DECODE_HPARAMS (batch_size=16,xla=true).
+# test split's beam sizes; the first is also used on dev), DECODE_HPARAMS (batch_size=16,xla=true),
+# TRAIN_PERCENT (100; a learning curve's point p < 100 trains on p % of the training trees, spread evenly
+# (problems/parsing_wsj.py), through a problem the script registers in WORK/usr with --t2t_usr_dir,
+# PROBLEM_trainP; dev, test and the decoding stay the same, and the baselines learn from the same share).
 # A WORK that holds a run is resumed: datagen reuses its shards, the trainer continues from its last
 # checkpoint (or finds it finished), and each decode or score already written is kept.
 # Each phase prints its wall-clock seconds and the total.
@@ -32,6 +35,7 @@ SEED=${SEED:-1}
 SAVE_STEPS=${SAVE_STEPS:-500}
 LOCAL_EVAL_FREQUENCY=${LOCAL_EVAL_FREQUENCY:-500}
 BEAMS=${BEAMS:-21 4 1}
+TRAIN_PERCENT=${TRAIN_PERCENT:-100}
 DECODE_HPARAMS=${DECODE_HPARAMS:-batch_size=16,xla=true}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=${BIN:-$HERE/../.venv/bin}
@@ -41,6 +45,9 @@ compgen -G "$CORPUS/*.mrg" >/dev/null || compgen -G "$CORPUS/*/*.mrg" >/dev/null
 for knob in TRAIN_STEPS SAVE_STEPS LOCAL_EVAL_FREQUENCY; do
   case "${!knob}" in ''|*[!0-9]*|0*) echo "parsing.sh: $knob=${!knob}: give a positive whole number" >&2; exit 2;; esac
 done
+case "$TRAIN_PERCENT" in ''|*[!0-9]*|0*) TRAIN_PERCENT_BAD=1;; *) [ "$TRAIN_PERCENT" -le 100 ] || TRAIN_PERCENT_BAD=1;; esac
+[ -z "${TRAIN_PERCENT_BAD:-}" ] || {
+  echo "parsing.sh: TRAIN_PERCENT=$TRAIN_PERCENT: give the share of the training trees as a whole number of percent, 1 to 100" >&2; exit 2; }
 for beam in $BEAMS; do
   case "$beam" in ''|*[!0-9]*|0*) echo "parsing.sh: BEAMS=\"$BEAMS\": give positive whole numbers (1 = greedy)" >&2; exit 2;; esac
 done
@@ -56,13 +63,31 @@ phase() {  # phase NAME: print the seconds since the previous phase ended
   phase_started=$now
 }
 
+PROBLEM_FLAGS=(--problem="$PROBLEM")
+if [ "$TRAIN_PERCENT" != 100 ]; then  # a share of the training trees is a property of the problem: a subclass
+  base=$PROBLEM PROBLEM=${PROBLEM}_train$TRAIN_PERCENT
+  mkdir -p "$WORK/usr/parsing_problem"
+  cat > "$WORK/usr/parsing_problem/__init__.py" <<EOF
+from t2t_lite import registry
+from t2t_lite.registry import register_problem
+
+
+@register_problem(name="$PROBLEM")
+class ParsingShare(type(registry.problem("$base"))):
+    """$base trained on $TRAIN_PERCENT % of its training trees, as bench/parsing.sh's TRAIN_PERCENT set it."""
+
+    train_percent = $TRAIN_PERCENT
+EOF
+  PROBLEM_FLAGS=(--problem="$PROBLEM" --t2t_usr_dir="$WORK/usr/parsing_problem")
+fi
+
 echo "== Parsing: $PROBLEM, $HPARAMS_SET ${HPARAMS:+($HPARAMS) }seed $SEED, $TRAIN_STEPS updates, test beams $BEAMS"
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs"
 [ -e "$WORK/tmp/wsj" ] || ln -s "$CORPUS" "$WORK/tmp/wsj"
-"$BIN/t2t-datagen" --problem="$PROBLEM" --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
+"$BIN/t2t-datagen" "${PROBLEM_FLAGS[@]}" --data_dir="$WORK/data" --tmp_dir="$WORK/tmp"
 phase datagen
 
-"$BIN/t2t-trainer" --problem="$PROBLEM" --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" \
+"$BIN/t2t-trainer" "${PROBLEM_FLAGS[@]}" --hparams_set="$HPARAMS_SET" --hparams="$HPARAMS" \
   --data_dir="$WORK/data" --output_dir="$WORK/train" --train_steps="$TRAIN_STEPS" \
   --save_checkpoints_steps="$SAVE_STEPS" --local_eval_frequency="$LOCAL_EVAL_FREQUENCY" \
   --eval_steps=0 --random_seed="$SEED" 2>&1 | tee -a "$WORK/train.log"
@@ -74,7 +99,7 @@ decode() {  # decode SPLIT BEAM: parse the split, then score it; both kept when 
     local timed=()  # GNU time adds the decoder's peak memory where it is installed
     [ -x /usr/bin/time ] && timed=(/usr/bin/time -f "peak memory %M KiB" -o "$base.memory")
     local start; start=$(date +%s)
-    "${timed[@]}" "$BIN/t2t-decoder" --problem="$PROBLEM" --data_dir="$WORK/data" --output_dir="$WORK/train" \
+    "${timed[@]}" "$BIN/t2t-decoder" "${PROBLEM_FLAGS[@]}" --data_dir="$WORK/data" --output_dir="$WORK/train" \
       --decode_split="$split" --decode_hparams="beam_size=$beam,$DECODE_HPARAMS" --decode_to_file="$base.decodes"
     echo "$(wc -l <"$base.inputs") sentences in $(($(date +%s) - start)) s${timed[*]:+, $(cat "$base.memory")}" \
       >"$base.speed"
@@ -93,7 +118,7 @@ test_base="$WORK/test.beam$first_beam"
 for baseline in right_branching frequent_shape; do
   [ -s "$WORK/test.$baseline.decodes" ] || TF_CPP_MIN_LOG_LEVEL=3 "$BIN/python" "$HERE/parse_baselines.py" --baseline="$baseline" \
     --inputs="$test_base.inputs" --output="$WORK/test.$baseline.decodes" \
-    --data_dir="$WORK/data" --problem="$PROBLEM"
+    --data_dir="$WORK/data" "${PROBLEM_FLAGS[@]}"
   [ -s "$WORK/test.$baseline.f1" ] || "$BIN/t2t-parse-eval" --decoded_trees="$WORK/test.$baseline.decodes" \
     --gold_trees="$test_base.targets" >"$WORK/test.$baseline.f1"
   echo "== test, $baseline:"; cat "$WORK/test.$baseline.f1"

@@ -16,6 +16,12 @@ With that standard layout the standard split is used: sections 02-21 train,
 `<tmp_dir>/wsj` (e.g. NLTK's 10% sample) is split by file: a file goes to dev when
 the MD5 of its name modulo 20 is 0, to test when it is 1, else to train.
 
+A learning curve trains on a share of the training trees: a subclass with `train_percent` p < 100
+keeps tree i of the train split's n (in file order) when ⌊(i+1)·p/100⌋ > ⌊i·p/100⌋, so ⌊n·p/100⌋ trees
+spread evenly over every file, and a smaller share whose step divides a larger one's is inside it
+(25 % keeps every fourth tree, 50 % every second: 25 % ⊂ 50 % ⊂ 100 %). Dev and test stay whole.
+`bench/parsing.sh`'s TRAIN_PERCENT registers such a subclass.
+
 A split's `.mrg` files are the raw files t2t-datagen records (`t2t_lite.data.raw_fingerprint`):
 a rerun after one of them changed, or one was added or removed, stops and names it;
 `--overwrite` regenerates.
@@ -81,6 +87,13 @@ def split_files(files: list, tmp_dir: str, *, note_layout: bool = True) -> dict:
     return splits
 
 
+def evenly_spaced_share(items: list, percent: int) -> list:
+    """The items i with ⌊(i+1)·percent/100⌋ > ⌊i·percent/100⌋: ⌊n·percent/100⌋ of n, spread over the list."""
+    if not isinstance(percent, int) or isinstance(percent, bool) or not 1 <= percent <= 100:
+        raise ValueError(f"train_percent={percent!r}: give a whole number of percent from 1 to 100.")
+    return [item for i, item in enumerate(items) if (i + 1) * percent // 100 > i * percent // 100]
+
+
 def tree_pairs(paths) -> list:
     """(words, linearized tree) pairs of every tree in `paths`, traces and function tags removed."""
     pairs = []
@@ -99,6 +112,7 @@ class ParsingWsj(TextProblem):
 
     eval_metrics = ["bracket_f1"]
     approx_vocab_size = 16000
+    train_percent = 100  # the share of the training trees kept (a learning curve's point); dev and test stay whole
 
     def decode_defaults(self) -> dict:
         return {"beam_size": 21, "alpha": 0.3, "extra_length": 300}  # §6.3
@@ -112,7 +126,8 @@ class ParsingWsj(TextProblem):
 
     def text_pairs(self, tmp_dir: str, split: str):
         # The layout note is about the test set, so it is said when that split is read: once per datagen.
-        return tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir, note_layout=split == "test")[split])
+        pairs = tree_pairs(split_files(treebank_files(tmp_dir), tmp_dir, note_layout=split == "test")[split])
+        return evenly_spaced_share(pairs, self.train_percent) if split == "train" else pairs
 
 
 @register_problem

@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import forkserver
 import pytest
@@ -79,7 +80,40 @@ def test_bad_knobs_are_refused_before_any_work(tmp_path):
     result = run(tmp_path / "raw" / "wsj", tmp_path / "run", BEAMS="21 four")
     assert result.returncode == 2 and 'BEAMS="21 four"' in result.stderr
     assert not (tmp_path / "run").exists()
+    for share in ("0", "150", "half", "08"):
+        result = run(tmp_path / "raw" / "wsj", tmp_path / "run", TRAIN_PERCENT=share)
+        assert result.returncode == 2 and f"TRAIN_PERCENT={share}: give the share" in result.stderr
+        assert not (tmp_path / "run").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     result = run(empty, tmp_path / "run")
     assert result.returncode == 2 and "no .mrg files" in result.stderr
+
+
+def test_a_train_percent_trains_every_tool_on_a_registered_share_of_the_training_trees(tmp_path):
+    """TRAIN_PERCENT=25: the tools get parsing_wsj4k_train25 from WORK/usr, a parsing_wsj4k with train_percent 25.
+
+    The script runs with a recording t2t-datagen that stops it, so nothing is trained; the package it was
+    given is then imported as the tools import it (--t2t_usr_dir) in a process of its own."""
+    write_treebank(str(tmp_path / "raw"), ["02"])
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "t2t-datagen").write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {tmp_path / "datagen.args"}\nexit 3\n')
+    (stubs / "t2t-datagen").chmod(0o755)
+    environment = {**os.environ, "CORPUS": str(tmp_path / "raw" / "wsj"), "WORK": str(tmp_path / "run")}
+    result = subprocess.run(
+        ["bash", SCRIPT], env={**environment, "BIN": str(stubs), "TRAIN_PERCENT": "25"}, capture_output=True, text=True
+    )
+    assert result.returncode == 3, result.stderr
+    assert "== Parsing: parsing_wsj4k_train25," in result.stdout
+    usr_dir = tmp_path / "run" / "usr" / "parsing_problem"
+    args = (tmp_path / "datagen.args").read_text().splitlines()
+    assert args[:2] == ["--problem=parsing_wsj4k_train25", f"--t2t_usr_dir={usr_dir}"]
+    check = (
+        "import sys; from t2t_lite import registry; registry.import_usr_dir(sys.argv[1]); "
+        "problem = registry.problem('parsing_wsj4k_train25'); "
+        "print(type(problem).__mro__[1].__name__, problem.train_percent, problem.approx_vocab_size)"
+    )
+    imported = forkserver.run([sys.executable, "-c", check, str(usr_dir)], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.split() == ["ParsingWsj4k", "25", "4000"]

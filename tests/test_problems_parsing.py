@@ -97,3 +97,33 @@ def test_datagen_says_once_that_the_test_set_is_not_section_23(tmp_path, capsys)
     write_treebank(tmp_dir, [f"{n:02d}" for n in range(40, 99)], trees_per_file=1)
     datagen.generate(TinyParsing(), str(tmp_path / "data"), tmp_dir)
     assert capsys.readouterr().out.count("the test set is not section 23") == 1
+
+
+def test_a_share_of_the_training_trees_is_spread_evenly_and_nested():
+    """⌊n·p/100⌋ of n, counted by hand: 25 % of ten keeps the 4th and 8th, 30 % the 4th, 7th and 10th."""
+    items = list(range(10))
+    assert parsing_wsj.evenly_spaced_share(items, 25) == [3, 7]
+    assert parsing_wsj.evenly_spaced_share(items, 30) == [3, 6, 9]
+    assert parsing_wsj.evenly_spaced_share(items, 50) == [1, 3, 5, 7, 9]
+    assert parsing_wsj.evenly_spaced_share(items, 100) == items
+    many = list(range(1003))
+    quarter, half = (set(parsing_wsj.evenly_spaced_share(many, p)) for p in (25, 50))
+    assert len(quarter) == 250 and len(half) == 501 and quarter < half  # a learning curve's points nest
+    for bad in (0, 101, 12.5, "50", True):
+        with pytest.raises(ValueError, match=rf"train_percent={bad!r}: give a whole number of percent from 1 to 100"):
+            parsing_wsj.evenly_spaced_share(items, bad)
+
+
+def test_a_problem_with_a_train_percent_trains_on_that_share_and_keeps_dev_and_test_whole(tmp_path):
+    tmp_dir = str(tmp_path)
+    write_treebank(tmp_dir, [f"{n:02d}" for n in range(25)])
+
+    class HalfParsing(TinyParsing):
+        train_percent = 50
+
+    whole, half = TinyParsing(), HalfParsing()
+    everything = whole.text_pairs(tmp_dir, "train")
+    assert len(everything) == 40 and half.text_pairs(tmp_dir, "train") == everything[1::2]
+    for split in ("dev", "test"):
+        assert half.text_pairs(tmp_dir, split) == whole.text_pairs(tmp_dir, split)
+    assert half.raw_files(tmp_dir, "train") == whole.raw_files(tmp_dir, "train")  # the same files, fewer trees
