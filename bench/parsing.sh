@@ -45,8 +45,7 @@ compgen -G "$CORPUS/*.mrg" >/dev/null || compgen -G "$CORPUS/*/*.mrg" >/dev/null
 for knob in TRAIN_STEPS SAVE_STEPS LOCAL_EVAL_FREQUENCY; do
   case "${!knob}" in ''|*[!0-9]*|0*) echo "parsing.sh: $knob=${!knob}: give a positive whole number" >&2; exit 2;; esac
 done
-case "$TRAIN_PERCENT" in ''|*[!0-9]*|0*) TRAIN_PERCENT_BAD=1;; *) [ "$TRAIN_PERCENT" -le 100 ] || TRAIN_PERCENT_BAD=1;; esac
-[ -z "${TRAIN_PERCENT_BAD:-}" ] || {
+[[ "$TRAIN_PERCENT" =~ ^[1-9][0-9]*$ ]] && [ "$TRAIN_PERCENT" -le 100 ] || {
   echo "parsing.sh: TRAIN_PERCENT=$TRAIN_PERCENT: give the share of the training trees as a whole number of percent, 1 to 100" >&2; exit 2; }
 for beam in $BEAMS; do
   case "$beam" in ''|*[!0-9]*|0*) echo "parsing.sh: BEAMS=\"$BEAMS\": give positive whole numbers (1 = greedy)" >&2; exit 2;; esac

@@ -18,7 +18,7 @@ the MD5 of its name modulo 20 is 0, to test when it is 1, else to train.
 
 A learning curve trains on a share of the training trees: a subclass with `train_percent` p < 100
 keeps tree i of the train split's n (in file order) when ⌊(i+1)·p/100⌋ > ⌊i·p/100⌋, so ⌊n·p/100⌋ trees
-spread evenly over every file, and a smaller share whose step divides a larger one's is inside it
+spread evenly over every file; a share of every k-th tree lies inside one of every j-th when j divides k
 (25 % keeps every fourth tree, 50 % every second: 25 % ⊂ 50 % ⊂ 100 %). Dev and test stay whole.
 `bench/parsing.sh`'s TRAIN_PERCENT registers such a subclass.
 
