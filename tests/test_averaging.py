@@ -30,13 +30,19 @@ def test_untrained_step_0_is_left_out_of_the_average(tmp_path, capsys):
     readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (10, 20)]
     for key in weight_keys(prefix):
         np.testing.assert_allclose(
-            averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0), rtol=1e-6
+            averaged.get_tensor(key), exact_mean([r.get_tensor(key) for r in readers]), rtol=1e-6
         )
     assert [os.path.basename(p) for p in averaging.last_checkpoints(model_dir, 2)] == ["ckpt-10", "ckpt-20"]
 
     only_initial = str(tmp_path / "fresh")
     write_checkpoints(only_initial, steps=[0], keep=5)
     assert [os.path.basename(p) for p in averaging.last_checkpoints(only_initial, 5)] == ["ckpt-0"]
+
+
+def exact_mean(arrays):
+    """The mean in float64: a float32 mean rounds each partial sum, which for a weight near zero
+    is off by more than the averaged checkpoint's single rounding to float32."""
+    return np.mean([np.asarray(a, np.float64) for a in arrays], axis=0)
 
 
 def restored_weights(path):
@@ -65,13 +71,13 @@ def test_average_equals_numpy_mean_of_last_n(tmp_path):
     keys = weight_keys(prefix)
     assert len(keys) == 4  # two kernels, two biases
     for key in keys:
-        expected = np.mean([reader.get_tensor(key) for reader in readers], axis=0)
+        expected = exact_mean([reader.get_tensor(key) for reader in readers])
         np.testing.assert_allclose(averaged.get_tensor(key), expected, rtol=1e-6)
         assert not np.allclose(expected, readers[-1].get_tensor(key))  # the weights did move
     # Restored into a model, the weights are the mean of the restored weights.
     per_checkpoint = [restored_weights(os.path.join(model_dir, f"ckpt-{s}")) for s in (40, 50, 60)]
     for got, *sources in zip(restored_weights(prefix), *per_checkpoint):
-        np.testing.assert_allclose(got, np.mean(sources, axis=0), rtol=1e-6)
+        np.testing.assert_allclose(got, exact_mean(sources), rtol=1e-6)
     # Optimizer state is the newest checkpoint's, unaveraged.
     for name, _ in tf.train.list_variables(prefix):
         if name.startswith("optimizer/") and name not in keys:
@@ -205,7 +211,7 @@ def test_a_damaged_checkpoint_stops_averaging_naming_it_and_how_to_average_other
     readers = [tf.train.load_checkpoint(os.path.join(model_dir, f"ckpt-{s}")) for s in (1, 2)]
     for key in weight_keys(os.path.join(model_dir, "ckpt-2")):
         np.testing.assert_allclose(
-            averaged.get_tensor(key), np.mean([r.get_tensor(key) for r in readers], axis=0), rtol=1e-6
+            averaged.get_tensor(key), exact_mean([r.get_tensor(key) for r in readers]), rtol=1e-6
         )
 
 
@@ -228,8 +234,8 @@ def test_avg_all_leaves_out_the_warm_up_by_default_and_names_what_it_left_out(tm
     assert "Averaged 3 checkpoints (ckpt-1000, ckpt-1250, ckpt-1500)" in out
     assert "Left out: ckpt-500 (before --min_steps=1000); ckpt-750 (before --min_steps=1000)" in out
     key = weight_keys(f"{model_dir}/ckpt-1500")[0]
-    expected = np.mean(
-        [tf.train.load_checkpoint(f"{model_dir}/ckpt-{s}").get_tensor(key) for s in (1000, 1250, 1500)], 0
+    expected = exact_mean(
+        [tf.train.load_checkpoint(f"{model_dir}/ckpt-{s}").get_tensor(key) for s in (1000, 1250, 1500)]
     )
     np.testing.assert_allclose(
         tf.train.load_checkpoint(f"{tmp_path}/avg/ckpt-1500").get_tensor(key), expected, rtol=1e-6
